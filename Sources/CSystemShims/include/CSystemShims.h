@@ -1,0 +1,39 @@
+#ifndef RESOURCEKIT_CSYSTEMSHIMS_H
+#define RESOURCEKIT_CSYSTEMSHIMS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+/// Interest and readiness bits, mirrored from <sys/epoll.h> so Swift sees plain integers.
+extern const uint32_t rk_EPOLLIN;
+extern const uint32_t rk_EPOLLOUT;
+extern const uint32_t rk_EPOLLERR;
+extern const uint32_t rk_EPOLLHUP;
+extern const uint32_t rk_EPOLLRDHUP;
+extern const uint32_t rk_EPOLLONESHOT;
+
+/// epoll_create1(EPOLL_CLOEXEC); -1 and errno on failure.
+int rk_epoll_create(void);
+/// epoll_ctl with the event spelled as (events, data.u64); op is 1 add, 2 del, 3 mod.
+int rk_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
+/// epoll_wait that unpacks the (packed) epoll_event array into two parallel arrays.
+int rk_epoll_wait(int epfd, uint32_t *events, uint64_t *data, int max, int timeout_ms);
+
+/// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK).
+int rk_eventfd_create(void);
+/// Adds 1 to the eventfd counter; returns 0 or -1 with errno.
+int rk_eventfd_signal(int fd);
+/// Resets the counter to zero; returns 0 (also when it was already zero) or -1 with errno.
+int rk_eventfd_drain(int fd);
+
+/// The calling thread's errno.
+int rk_errno(void);
+/// Sets O_NONBLOCK on fd; 0 or -1 with errno.
+int rk_set_nonblocking(int fd);
+/// Non-blocking, close-on-exec pipe; 0 or -1 with errno.
+int rk_pipe_nonblocking(int fds[2]);
+
+/// Names the calling thread (at most 15 bytes).
+int rk_set_thread_name(const char *name);
+
+#endif

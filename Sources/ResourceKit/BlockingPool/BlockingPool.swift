@@ -1,0 +1,141 @@
+import Foundation
+
+/// Dedicated threads for calls that must block (a Postgres cancel request, `pread`, `getaddrinfo`), so that
+/// they never occupy the cooperative thread pool.
+///
+/// The pool has a fixed number of threads, started on first use, and a bounded queue.
+///
+/// Cancellation: a job that is cancelled (its task, its handle, its scope or its deadline) *before a thread
+/// picked it up* is dropped: it never runs. A job that is already running cannot be interrupted by the pool:
+/// the caller is resumed at once with `CancellationError` and the job's eventual result is discarded; pass
+/// `onCancel` to make the blocking call itself return early (close a socket, send a signal).
+public final class BlockingPool: Sendable {
+    /// The process-wide pool: 4 threads, 65,536 queued jobs at most.
+    public static let shared = BlockingPool(threadCount: 4, queueLimit: 65_536, name: "rk.blocking")
+
+    private final class Job: Sendable {
+        let execute: @Sendable () -> Void
+        let isAbandoned: @Sendable () -> Bool
+        init(execute: @escaping @Sendable () -> Void, isAbandoned: @escaping @Sendable () -> Bool) {
+            self.execute = execute
+            self.isAbandoned = isAbandoned
+        }
+    }
+
+    private struct Queue {
+        var jobs: [Job] = []
+        var head = 0
+        var started = false
+        var shutDown = false
+        var running = 0
+        var pending: Int { jobs.count - head }
+    }
+
+    /// Number of threads.
+    public let threadCount: Int
+    /// Maximum number of queued (not yet running) jobs.
+    public let queueLimit: Int
+    private let name: String
+    private let parker = ThreadParker()
+    // Guarded by `parker`'s mutex, never touched without it.
+    nonisolated(unsafe) private var queue = Queue()
+
+    /// Creates a pool; its threads start on the first job.
+    public init(threadCount: Int, queueLimit: Int = 65_536, name: String = "rk.blocking") {
+        precondition(threadCount > 0, "BlockingPool needs at least one thread")
+        self.threadCount = threadCount
+        self.queueLimit = queueLimit
+        self.name = name
+    }
+
+    /// Runs `work` on a pool thread and returns its result.
+    ///
+    /// - Parameters:
+    ///   - handle: binds the job to a resource: cancelling it (or its scope) cancels the job.
+    ///   - deadline: an extra deadline for this job.
+    ///   - onCancel: runs once if the job is cancelled after it was queued; short and non-blocking.
+    ///   - work: the blocking call. It runs on a pool thread, never on the cooperative pool.
+    /// - Throws: `CancellationError`, ``DeadlineExceededError``, ``ResourceKitError/Code/blockingPoolFull``,
+    ///   ``ResourceKitError/Code/blockingPoolShutDown``, or what `work` threw.
+    public func run<T: Sendable>(
+        boundTo handle: ResourceHandle? = nil,
+        deadline: ContinuousClock.Instant? = nil,
+        onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
+        _ work: @escaping @Sendable () throws -> T
+    ) async throws -> T {
+        let cell = CancellationCell<T>()
+        return try await cell.run(boundTo: handle, deadline: deadline, onCancel: onCancel) { cell in
+            let job = Job(
+                execute: {
+                    cell.complete(Result { try work() })
+                },
+                isAbandoned: { cell.isResolved }
+            )
+            if let error = enqueue(job) {
+                cell.fail(error)
+            }
+        }
+    }
+
+    /// Number of jobs waiting for a thread.
+    public var queuedCount: Int { parker.locked { queue.pending } }
+
+    /// Number of jobs running now.
+    public var runningCount: Int { parker.locked { queue.running } }
+
+    /// Stops accepting jobs; queued jobs are still run, then the threads exit.
+    public func shutdown() {
+        parker.locked {
+            queue.shutDown = true
+            parker.signalAll()
+        }
+    }
+
+    private func enqueue(_ job: Job) -> ResourceKitError? {
+        let (error, startThreads) = parker.locked { () -> (ResourceKitError?, Bool) in
+            if queue.shutDown { return (ResourceKitError(.blockingPoolShutDown, "the blocking pool was shut down"), false) }
+            if queue.pending >= queueLimit { return (ResourceKitError(.blockingPoolFull, "the blocking pool's queue is full"), false) }
+            queue.jobs.append(job)
+            let start = !queue.started
+            queue.started = true
+            parker.signalOne()
+            return (nil, start)
+        }
+        if startThreads {
+            for index in 0..<threadCount {
+                let threadName = "\(name).\(index)"
+                let thread = Thread { [self] in
+                    ThreadName.setCurrent(threadName)
+                    self.workerLoop()
+                }
+                thread.start()
+            }
+        }
+        return error
+    }
+
+    private func workerLoop() {
+        while true {
+            let job = parker.locked { () -> Job? in
+                while true {
+                    if queue.pending > 0 {
+                        let job = queue.jobs[queue.head]
+                        queue.head += 1
+                        if queue.head > 1024 && queue.head * 2 > queue.jobs.count {
+                            queue.jobs.removeFirst(queue.head)
+                            queue.head = 0
+                        }
+                        if job.isAbandoned() { continue }
+                        queue.running += 1
+                        return job
+                    }
+                    if queue.shutDown { return nil }
+                    parker.parkHoldingLock()
+                }
+            }
+            guard let job else { return }
+            job.execute()
+            parker.locked { queue.running -= 1 }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import Synchronization
+
+/// Runs one operation so that a cancel arriving before its start, during it, or after its completion is
+/// handled exactly once.
+///
+/// An adapter creates the cell *before* it suspends (so an `onCancel` that fires first can already name it),
+/// then calls ``run(boundTo:deadline:shielded:onCancel:start:)``. Inside `start` it kicks off the real work
+/// (a reactor registration, a blocking-pool job, a network send) and arranges for ``complete(_:)`` to be
+/// called when the work finishes.
+///
+/// Cancellation behaviour:
+/// - cancelled before `run`: `start` is never called, `run` throws at once (nothing is sent);
+/// - cancelled while `start` runs: the waiter resumes immediately; `onCancel` runs right after `start` returns;
+/// - cancelled while running: the waiter resumes immediately with the reason's error and `onCancel` runs on the
+///   canceller's thread (it must be short and non-blocking);
+/// - cancelled after completion: nothing happens, the result is returned.
+/// A result delivered after a cancel won the race is dropped.
+public final class CancellationCell<Success: Sendable>: CancellableOperation {
+    private typealias Machine = CancellationStateMachine<CheckedContinuation<Success, any Error>>
+
+    private struct Inner {
+        var machine = Machine()
+        var hook: (@Sendable (CancellationReason) -> Void)?
+        var cancelRequestedAt: ContinuousClock.Instant?
+    }
+
+    private let inner = Locked(Inner())
+
+    /// Creates a cell for one operation. A cell runs at most once.
+    public init() {}
+
+    /// `true` once a cancel request won the race against completion.
+    public var isCancelled: Bool {
+        inner.withLock { $0.machine.cancellationReason != nil }
+    }
+
+    /// The reason, if a cancel request won the race against completion.
+    public var cancellationReason: CancellationReason? {
+        inner.withLock { $0.machine.cancellationReason }
+    }
+
+    /// `true` once the waiter was resumed or can no longer be (completed or cancelled).
+    public var isResolved: Bool {
+        inner.withLock { $0.machine.isResolved }
+    }
+
+    /// Cancels the operation. Synchronous, non-blocking and idempotent; callable from any thread, before,
+    /// during or after the operation. Only the first effective call acts.
+    public func cancel(_ reason: CancellationReason = .cancelled) {
+        let now = ContinuousClock.now
+        let (action, hook) = inner.withLock { inner -> (Machine.CancelAction, (@Sendable (CancellationReason) -> Void)?) in
+            let action = inner.machine.cancel(reason)
+            if inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
+                inner.cancelRequestedAt = now
+            }
+            return (action, inner.hook)
+        }
+        switch action {
+        case .none:
+            break
+        case .resumeCancelled(let waiter, let reason, let runHook):
+            waiter.resume(throwing: reason.error)
+            if runHook { hook?(reason) }
+        }
+    }
+
+    /// Delivers the operation's result. Returns `false` when the result lost the race (the operation was
+    /// cancelled first, or a result was already delivered); the caller then owns any cleanup of the value.
+    @discardableResult
+    public func complete(_ result: Result<Success, any Error>) -> Bool {
+        let action = inner.withLock { $0.machine.complete() }
+        switch action {
+        case .none:
+            return false
+        case .resume(let waiter):
+            waiter.resume(with: result)
+            return true
+        }
+    }
+
+    /// Delivers a value; see ``complete(_:)``.
+    @discardableResult
+    public func succeed(_ value: Success) -> Bool { complete(.success(value)) }
+
+    /// Delivers an error; see ``complete(_:)``.
+    @discardableResult
+    public func fail(_ error: any Error) -> Bool { complete(.failure(error)) }
+
+    /// Suspends until the operation completes or is cancelled.
+    ///
+    /// - Parameters:
+    ///   - handle: ties the operation to a registered resource: cancelling the resource (or its scope, or the
+    ///     scope's deadline) cancels the operation. A handle that is already cancelled cancels it before start.
+    ///   - deadline: an extra absolute deadline for this operation alone; on expiry it throws
+    ///     ``DeadlineExceededError``. Scope deadlines reach the operation through `handle` and need no timer.
+    ///   - shielded: when `true`, cancelling the *calling task* does not cancel the operation (used for
+    ///     bounded cleanup); the handle and the deadline still do.
+    ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
+    ///     the canceller's thread: short, non-blocking, and it must not take a lock held while completing.
+    ///   - start: starts the operation; called at most once, never after a cancel that arrived first.
+    /// - Throws: `CancellationError`, ``DeadlineExceededError``, or whatever the operation failed with.
+    public func run(
+        boundTo handle: ResourceHandle? = nil,
+        deadline: ContinuousClock.Instant? = nil,
+        shielded: Bool = false,
+        onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
+        start: (CancellationCell<Success>) -> Void
+    ) async throws -> Success {
+        if let onCancel {
+            inner.withLock { $0.hook = onCancel }
+        }
+        handle?.track(self)
+        defer { handle?.untrack(self) }
+        var timer: ReactorTimerID?
+        if let deadline {
+            if deadline <= .now {
+                cancel(.deadlineExceeded(deadline))
+            } else {
+                timer = IOReactor.shared.schedule(at: deadline) { [weak self] in
+                    self?.cancel(.deadlineExceeded(deadline))
+                }
+            }
+        }
+        defer { if let timer { IOReactor.shared.cancelTimer(timer) } }
+
+        do {
+            let value: Success
+            if shielded {
+                value = try await suspend(start: start)
+            } else {
+                value = try await withTaskCancellationHandler {
+                    try await suspend(start: start)
+                } onCancel: {
+                    self.cancel(.cancelled)
+                }
+            }
+            return value
+        } catch {
+            recordLatency(handle: handle)
+            throw error
+        }
+    }
+
+    private func suspend(start: (CancellationCell<Success>) -> Void) async throws -> Success {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Success, any Error>) in
+            let action = inner.withLock { $0.machine.suspend(continuation) }
+            switch action {
+            case .resumeCancelled(let waiter, let reason):
+                waiter.resume(throwing: reason.error)
+            case .start:
+                start(self)
+                let (after, hook) = inner.withLock { ($0.machine.startReturned(), $0.hook) }
+                if case .runHook(let reason) = after {
+                    hook?(reason)
+                }
+            }
+        }
+    }
+
+    private func recordLatency(handle: ResourceHandle?) {
+        guard let handle else { return }
+        let requested = inner.withLock { $0.cancelRequestedAt }
+        if let requested {
+            handle.recordCancellationLatency(ContinuousClock.now - requested)
+        }
+    }
+}

@@ -1,0 +1,160 @@
+/// The race-free core of one cancellable suspension, as a pure value.
+///
+/// It answers one question for every event: *who resumes the waiter, and does the adapter's cancel hook have
+/// to run?* A cancel may arrive before the operation started, while it is being started, while it runs, or
+/// after it completed; it may arrive twice, or from several threads at once (the driver serialises events
+/// with a lock). The first claimant resumes the waiter, the loser gets `.none`.
+///
+/// The driver (``CancellationCell``) holds this value under a lock and performs the returned actions *after*
+/// releasing the lock, so a continuation is never resumed while a lock that `onCancel` also takes is held.
+///
+/// `Waiter` is the continuation type; tests use plain integers.
+public struct CancellationStateMachine<Waiter> {
+    @usableFromInline
+    enum State {
+        /// Nothing happened yet.
+        case idle
+        /// Cancelled before the operation was started: it must never start.
+        case cancelledBeforeStart(CancellationReason)
+        /// The waiter is suspended and the start closure is running.
+        case starting(Waiter)
+        /// Cancelled while starting: the waiter was resumed; the hook runs once the start closure returns, so
+        /// that it sees whatever the start registered.
+        case startingCancelled(CancellationReason)
+        /// Completed while starting: the waiter was resumed with the result.
+        case startingCompleted
+        /// Started; waiting for completion or cancellation.
+        case running(Waiter)
+        /// The waiter was resumed and every obligation is done.
+        case finished(CancellationReason?)
+    }
+
+    @usableFromInline
+    var state: State = .idle
+
+    /// Creates a machine in its initial state.
+    public init() {}
+
+    /// What the driver does when the waiter suspends.
+    public enum SuspendAction {
+        /// Call the start closure, then report ``startReturned()``.
+        case start
+        /// Resume the waiter with the reason's error at once; never start the operation.
+        case resumeCancelled(Waiter, CancellationReason)
+    }
+
+    /// What the driver does after a cancel request.
+    public enum CancelAction {
+        /// Nothing: already cancelled, already completed, or not started yet (the start will see it).
+        case none
+        /// Resume the waiter with the reason's error; if `runHook`, also run the adapter's cancel hook.
+        case resumeCancelled(Waiter, CancellationReason, runHook: Bool)
+    }
+
+    /// What the driver does when the operation delivers a result.
+    public enum CompleteAction {
+        /// The result lost the race (cancelled first, or delivered twice): drop it.
+        case none
+        /// Resume the waiter with the result.
+        case resume(Waiter)
+    }
+
+    /// What the driver does once the start closure returned.
+    public enum StartReturnedAction {
+        case none
+        /// A cancel arrived while starting: run the hook now that the start is complete.
+        case runHook(CancellationReason)
+    }
+
+    /// The waiter suspends.
+    public mutating func suspend(_ waiter: Waiter) -> SuspendAction {
+        switch state {
+        case .idle:
+            state = .starting(waiter)
+            return .start
+        case .cancelledBeforeStart(let reason):
+            state = .finished(reason)
+            return .resumeCancelled(waiter, reason)
+        case .starting, .startingCancelled, .startingCompleted, .running, .finished:
+            preconditionFailure("CancellationStateMachine: suspend called twice")
+        }
+    }
+
+    /// The start closure returned.
+    public mutating func startReturned() -> StartReturnedAction {
+        switch state {
+        case .starting(let waiter):
+            state = .running(waiter)
+            return .none
+        case .startingCancelled(let reason):
+            state = .finished(reason)
+            return .runHook(reason)
+        case .startingCompleted:
+            state = .finished(nil)
+            return .none
+        case .idle, .cancelledBeforeStart, .running, .finished:
+            preconditionFailure("CancellationStateMachine: startReturned without start")
+        }
+    }
+
+    /// A cancel request. Idempotent: only the first one that finds a live waiter acts.
+    public mutating func cancel(_ reason: CancellationReason) -> CancelAction {
+        switch state {
+        case .idle:
+            state = .cancelledBeforeStart(reason)
+            return .none
+        case .starting(let waiter):
+            state = .startingCancelled(reason)
+            return .resumeCancelled(waiter, reason, runHook: false)
+        case .running(let waiter):
+            state = .finished(reason)
+            return .resumeCancelled(waiter, reason, runHook: true)
+        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .finished:
+            return .none
+        }
+    }
+
+    /// The operation delivered its result.
+    public mutating func complete() -> CompleteAction {
+        switch state {
+        case .starting(let waiter):
+            state = .startingCompleted
+            return .resume(waiter)
+        case .running(let waiter):
+            state = .finished(nil)
+            return .resume(waiter)
+        case .idle:
+            // A result with no operation: nobody can be waiting for it. Treat the operation as done so a later
+            // suspend is a programming error rather than a hang.
+            state = .finished(nil)
+            return .none
+        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .finished:
+            return .none
+        }
+    }
+
+    /// The reason this operation was cancelled, if a cancel won the race.
+    public var cancellationReason: CancellationReason? {
+        switch state {
+        case .cancelledBeforeStart(let reason), .startingCancelled(let reason):
+            return reason
+        case .finished(let reason):
+            return reason
+        case .idle, .starting, .startingCompleted, .running:
+            return nil
+        }
+    }
+
+    /// `true` once the waiter was resumed (or can no longer be).
+    public var isResolved: Bool {
+        switch state {
+        case .idle, .starting, .running:
+            return false
+        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .finished:
+            return true
+        }
+    }
+}
+
+extension CancellationStateMachine: Sendable where Waiter: Sendable {}
+extension CancellationStateMachine.State: Sendable where Waiter: Sendable {}

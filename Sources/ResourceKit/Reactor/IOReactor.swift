@@ -1,0 +1,231 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSystemShims
+import Foundation
+import Synchronization
+
+/// An epoll thread with an eventfd wake-up: the cancellable "wait until this descriptor is readable or
+/// writable", plus timers for deadlines.
+///
+/// ```swift
+/// while true {
+///     let n = read(fd, buffer, count)
+///     if n >= 0 { return n }
+///     guard errno == EAGAIN else { throw SystemError.current("read") }
+///     try await IOReactor.shared.wait(for: fd, .readable, boundTo: handle)
+/// }
+/// ```
+///
+/// Cancellation: a wait throws `CancellationError` the moment its task is cancelled (from inside
+/// `withTaskCancellationHandler`), or its handle or scope is cancelled; ``DeadlineExceededError`` when its
+/// deadline passes. A waiter whose descriptor is closed under it gets ``ResourceKitError/Code/descriptorClosed``
+/// (call ``descriptorWillClose(_:)`` before closing a descriptor that may have waiters), never a hang.
+public final class IOReactor: Sendable {
+    /// The process-wide reactor, started on first use.
+    public static let shared = IOReactor(name: "rk.reactor")
+
+    private enum Sleep { case awake, until(ContinuousClock.Instant), forever }
+
+    private struct State {
+        var table = ReadinessTable<CancellationCell<IOEvents>>()
+        var timers = TimerHeap<@Sendable () -> Void>()
+        var nextWaiter: UInt64 = 0
+        var sleep: Sleep = .awake
+        var running = true
+    }
+
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let setupError: ResourceKitError?
+    private let state = Locked(State())
+    private let stopped = Atomic<Bool>(false)
+
+    /// Starts a reactor with its own thread. If epoll or eventfd cannot be created (descriptor exhaustion),
+    /// the reactor is unavailable and every wait throws ``ResourceKitError/Code/reactorUnavailable``.
+    public init(name: String = "rk.reactor") {
+        let epfd = rk_epoll_create()
+        let efd = rk_eventfd_create()
+        if epfd < 0 || efd < 0 {
+            let error = SystemError.current(epfd < 0 ? "epoll_create1" : "eventfd")
+            if epfd >= 0 { Syscall.close(epfd) }
+            if efd >= 0 { Syscall.close(efd) }
+            epollFD = -1
+            wakeFD = -1
+            setupError = ResourceKitError(.reactorUnavailable, "the I/O reactor could not be started", underlying: error)
+            stopped.store(true, ordering: .relaxed)
+            return
+        }
+        epollFD = epfd
+        wakeFD = efd
+        setupError = nil
+        _ = rk_epoll_ctl(epfd, ReadinessTable<Void>.CtlOperation.add.rawValue, efd, rk_EPOLLIN, 0)
+        let thread = Thread { [self] in
+            ThreadName.setCurrent(name)
+            self.loop()
+        }
+        thread.start()
+    }
+
+    /// Waits until `fd` is ready for `interest`.
+    ///
+    /// - Parameters:
+    ///   - handle: binds the wait to a resource: cancelling the resource or its scope (or the scope's
+    ///     deadline passing) ends the wait at once.
+    ///   - deadline: an extra deadline for this wait alone.
+    /// - Returns: the events the kernel reported (possibly spurious: retry the call and wait again).
+    /// - Throws: `CancellationError`, ``DeadlineExceededError``, or ``ResourceKitError`` (`descriptorClosed`,
+    ///   `badDescriptor`, `notPollable`, `alreadyWaiting`, `reactorUnavailable`).
+    @discardableResult
+    public func wait(
+        for fd: Int32,
+        _ interest: IOInterest,
+        boundTo handle: ResourceHandle? = nil,
+        deadline: ContinuousClock.Instant? = nil
+    ) async throws -> IOEvents {
+        if let setupError { throw setupError }
+        let cell = CancellationCell<IOEvents>()
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        return try await cell.run(boundTo: handle, deadline: deadline, onCancel: { [weak self] _ in
+            self?.removeWaiter(fd: fd, id: id)
+        }) { cell in
+            self.register(fd: fd, interest: interest, id: id, cell: cell)
+        }
+    }
+
+    private func register(fd: Int32, interest: IOInterest, id: UInt64, cell: CancellationCell<IOEvents>) {
+        let epfd = epollFD
+        let outcome: (error: ResourceKitError?, evicted: [CancellationCell<IOEvents>]) = state.withLock { state in
+            guard state.running else {
+                return (ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"), [])
+            }
+            return state.table.add(fd: fd, interest: interest, id: id, waiter: cell) { op, fd, events, data in
+                Self.ctl(epfd, op, fd, events, data)
+            }
+        }
+        for stale in outcome.evicted {
+            stale.fail(ResourceKitError(.descriptorClosed, "the descriptor was closed while a task waited on it"))
+        }
+        if let error = outcome.error { cell.fail(error) }
+    }
+
+    /// Tells the reactor that `fd` is about to be closed: its waiters throw
+    /// ``ResourceKitError/Code/descriptorClosed`` and its registration is removed. Call it before `close(fd)`.
+    public func descriptorWillClose(_ fd: Int32) {
+        let epfd = epollFD
+        let waiters = state.withLock { state in
+            state.table.descriptorWillClose(fd: fd) { op, fd, events, data in Self.ctl(epfd, op, fd, events, data) }
+        }
+        for waiter in waiters {
+            waiter.fail(ResourceKitError(.descriptorClosed, "the descriptor was closed while a task waited on it"))
+        }
+    }
+
+    /// Number of descriptors with a waiter (for tests and snapshots).
+    public var waitingDescriptorCount: Int { state.withLock { $0.table.count } }
+
+    /// Runs `action` on the reactor thread at `instant` (or soon after: timers have millisecond resolution).
+    /// `action` must be short and non-blocking.
+    @discardableResult
+    public func schedule(at instant: ContinuousClock.Instant, _ action: @escaping @Sendable () -> Void) -> ReactorTimerID {
+        let (id, wake) = state.withLock { state -> (ReactorTimerID, Bool) in
+            let id = state.timers.schedule(at: instant, action)
+            switch state.sleep {
+            case .awake: return (id, false)
+            case .forever: return (id, true)
+            case .until(let current): return (id, instant < current)
+            }
+        }
+        if wake { _ = rk_eventfd_signal(wakeFD) }
+        return id
+    }
+
+    /// Cancels a timer; a no-op if it already fired.
+    public func cancelTimer(_ id: ReactorTimerID) {
+        _ = state.withLock { $0.timers.cancel(id) }
+    }
+
+    /// Stops the reactor thread; every waiter throws ``ResourceKitError/Code/reactorUnavailable``. Pending
+    /// timers never fire. The shared reactor is never shut down.
+    public func shutdown() {
+        guard setupError == nil, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let epfd = epollFD
+        let waiters = state.withLock { state -> [CancellationCell<IOEvents>] in
+            state.running = false
+            return state.table.removeAll { op, fd, events, data in Self.ctl(epfd, op, fd, events, data) }
+        }
+        _ = rk_eventfd_signal(wakeFD)
+        for waiter in waiters {
+            waiter.fail(ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"))
+        }
+    }
+
+    private func removeWaiter(fd: Int32, id: UInt64) {
+        let epfd = epollFD
+        state.withLock { state in
+            state.table.remove(fd: fd, id: id) { op, fd, events, data in Self.ctl(epfd, op, fd, events, data) }
+        }
+    }
+
+    private static func ctl(_ epfd: Int32, _ op: ReadinessTable<CancellationCell<IOEvents>>.CtlOperation, _ fd: Int32, _ events: UInt32, _ data: UInt64) -> Int32 {
+        rk_epoll_ctl(epfd, op.rawValue, fd, events, data) == 0 ? 0 : rk_errno()
+    }
+
+    private func loop() {
+        let capacity = 256
+        var events = [UInt32](repeating: 0, count: capacity)
+        var registrations = [UInt64](repeating: 0, count: capacity)
+        let epfd = epollFD
+        while true {
+            let timeout = state.withLock { state -> Int32? in
+                guard state.running else { return nil }
+                guard let next = state.timers.nextDeadline() else {
+                    state.sleep = .forever
+                    return -1
+                }
+                let remaining = next - .now
+                if remaining <= .zero {
+                    state.sleep = .awake
+                    return 0
+                }
+                state.sleep = .until(next)
+                let (seconds, attoseconds) = remaining.components
+                let ms = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+                return Int32(clamping: ms)
+            }
+            guard let timeout else { break }
+            let n = events.withUnsafeMutableBufferPointer { ev in
+                registrations.withUnsafeMutableBufferPointer { reg in
+                    rk_epoll_wait(epfd, ev.baseAddress, reg.baseAddress, Int32(capacity), timeout)
+                }
+            }
+            let count = max(Int(n), 0)
+            let now = ContinuousClock.now
+            var ready: [(CancellationCell<IOEvents>, IOEvents)] = []
+            let due = state.withLock { state -> [@Sendable () -> Void] in
+                state.sleep = .awake
+                for i in 0..<count {
+                    if registrations[i] == 0 {
+                        _ = rk_eventfd_drain(wakeFD)
+                        continue
+                    }
+                    ready += state.table.fire(registration: registrations[i], events: events[i]) { op, fd, events, data in
+                        Self.ctl(epfd, op, fd, events, data)
+                    }
+                }
+                return state.timers.popExpired(now: now)
+            }
+            for (waiter, reported) in ready {
+                waiter.succeed(reported)
+            }
+            for action in due {
+                action()
+            }
+        }
+        Syscall.close(wakeFD)
+        Syscall.close(epollFD)
+    }
+}

@@ -1,0 +1,48 @@
+/// A point-in-time copy of the registry: live resources, per-kind counters and latency.
+public struct RegistrySnapshot: Sendable {
+    /// One live resource.
+    public struct LiveResource: Sendable, Hashable {
+        public let info: ResourceInfo
+        /// Set once the resource was cancelled.
+        public let cancellation: CancellationReason?
+        /// Time since registration, when the snapshot was taken.
+        public let age: Duration
+    }
+
+    /// Counters for one kind.
+    public struct KindCounters: Sendable, Hashable {
+        public var acquired: UInt64 = 0
+        public var cancelled: UInt64 = 0
+        public var closed: UInt64 = 0
+        /// Closes that threw.
+        public var failed: UInt64 = 0
+        /// Closes that overran the timeout.
+        public var closeTimedOut: UInt64 = 0
+        /// Leaks of any reason.
+        public var leaked: UInt64 = 0
+        /// Cancel requested to operation resumed.
+        public var cancellationLatency = LatencyHistogram()
+        public init() {}
+    }
+
+    /// Live resources, oldest first.
+    public let live: [LiveResource]
+    /// Counters by kind name.
+    public let counters: [String: KindCounters]
+    /// Kinds in the plugin table.
+    public let kinds: [ResourceKind]
+
+    /// Counters of all kinds added up (latency histograms are not merged).
+    public var totals: KindCounters {
+        var total = KindCounters()
+        for c in counters.values {
+            total.acquired += c.acquired
+            total.cancelled += c.cancelled
+            total.closed += c.closed
+            total.failed += c.failed
+            total.closeTimedOut += c.closeTimedOut
+            total.leaked += c.leaked
+        }
+        return total
+    }
+}

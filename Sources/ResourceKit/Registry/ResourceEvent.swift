@@ -1,0 +1,46 @@
+/// The static facts about a registered resource. Contains no user data: labels and kind names come from
+/// adapters, which must keep them free of queries, paths and credentials.
+public struct ResourceInfo: Sendable, Hashable {
+    public let id: ResourceID
+    public let kind: String
+    public let label: String
+    public let scopePath: String
+    public let acquiredAt: ContinuousClock.Instant
+    public let deadline: ContinuousClock.Instant?
+}
+
+/// Why a resource counts as leaked.
+public enum LeakReason: Sendable, Hashable {
+    /// Its handle was released without `close()`.
+    case deinitializedWithoutClose
+    /// `close()` overran the kind's timeout and was abandoned.
+    case closeTimedOut
+    /// Its scope ended and the resource was still not closed.
+    case unclosedAtScopeEnd
+}
+
+/// One lifecycle event, as delivered by ``ResourceRegistry/events(bufferingNewest:)``.
+public struct ResourceEvent: Sendable {
+    /// What happened.
+    public enum Kind: Sendable, Hashable {
+        /// Registered in a scope or with the registry.
+        case acquired
+        /// Cancelled (by the task, the scope, a deadline or explicitly).
+        case cancelRequested(CancellationReason)
+        /// `close()` returned after this long.
+        case closed(Duration)
+        /// `close()` threw an error of this type (the message is not kept: it may hold user data).
+        case closeFailed(errorType: String)
+        /// `close()` overran this timeout.
+        case closeTimedOut(Duration)
+        /// Leaked, for this reason.
+        case leaked(LeakReason)
+        /// Registration refused because the scope was already cancelled or finished; the resource was
+        /// cancelled and closed at once.
+        case rejected
+    }
+
+    public let resource: ResourceInfo
+    public let kind: Kind
+    public let at: ContinuousClock.Instant
+}

@@ -1,0 +1,185 @@
+import Synchronization
+
+/// The plugin table and the ledger of live resources.
+///
+/// Adapters add their kinds with ``registerKind(_:)``; scopes register resources here. The registry keeps the
+/// live resources, per-kind counters, a cancellation-latency histogram per kind, and a stream of lifecycle
+/// events. Tests usually create their own registry (``init()``) so that parallel tests do not see each
+/// other's resources, and pass it to ``withResourceScope(_:deadline:registry:isolation:_:)``.
+public final class ResourceRegistry: Sendable {
+    /// The process-wide registry used when none is given.
+    public static let shared = ResourceRegistry()
+
+    private struct Entry {
+        var handleInfo: ResourceInfo
+        var object: ObjectIdentifier
+        var cancellation: CancellationReason?
+    }
+
+    private struct State {
+        var kinds: [String: ResourceKind] = [:]
+        var live: [ResourceID: Entry] = [:]
+        var byObject: [ObjectIdentifier: ResourceID] = [:]
+        var counters: [String: RegistrySnapshot.KindCounters] = [:]
+        var subscribers: [UInt64: AsyncStream<ResourceEvent>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+    }
+
+    private let state = Locked(State())
+
+    /// Creates an empty registry.
+    public init() {}
+
+    // MARK: plugin table
+
+    /// Adds (or updates the policy of) a resource kind. Registering a resource of an unknown kind adds the
+    /// kind implicitly; an explicit call makes the kind visible in snapshots before its first resource.
+    public func registerKind(_ kind: ResourceKind) {
+        state.withLock { state in
+            state.kinds[kind.name] = kind
+            if state.counters[kind.name] == nil { state.counters[kind.name] = .init() }
+        }
+    }
+
+    /// The kind registered under `name`, if any.
+    public func kind(named name: String) -> ResourceKind? {
+        state.withLock { $0.kinds[name] }
+    }
+
+    // MARK: registration
+
+    /// Registers a resource that no scope owns: the caller must call ``ResourceHandle/close()`` (a handle
+    /// released without close is reported as leaked and closed best-effort).
+    ///
+    /// - Throws: ``ResourceKitError/alreadyRegistered`` if this object is already registered and not closed.
+    public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) throws -> ResourceHandle {
+        try register(resource, kind: kind, label: label, scopePath: "", deadline: nil)
+    }
+
+    func register(
+        _ resource: any ManagedResource,
+        kind: ResourceKind,
+        label: String,
+        scopePath: String,
+        deadline: ContinuousClock.Instant?
+    ) throws -> ResourceHandle {
+        let object = ObjectIdentifier(resource)
+        let handle = ResourceHandle(
+            resource: resource, kind: kind, label: label, scopePath: scopePath,
+            deadline: deadline, registry: self
+        )
+        let info = handle.info
+        let duplicate = state.withLock { state -> Bool in
+            if state.byObject[object] != nil { return true }
+            if state.kinds[kind.name] == nil { state.kinds[kind.name] = kind }
+            state.live[handle.id] = Entry(handleInfo: info, object: object)
+            state.byObject[object] = handle.id
+            state.counters[kind.name, default: .init()].acquired += 1
+            return false
+        }
+        if duplicate {
+            handle.markRejectedDuplicate()
+            throw ResourceKitError(.alreadyRegistered, "this resource object is already registered and not closed")
+        }
+        publish(ResourceEvent(resource: info, kind: .acquired, at: .now))
+        return handle
+    }
+
+    // MARK: observation
+
+    /// Number of live (registered, not yet closed) resources.
+    public var liveCount: Int { state.withLock { $0.live.count } }
+
+    /// A copy of the current state.
+    public func snapshot() -> RegistrySnapshot {
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            let live = state.live.values
+                .map { RegistrySnapshot.LiveResource(info: $0.handleInfo, cancellation: $0.cancellation, age: now - $0.handleInfo.acquiredAt) }
+                .sorted { $0.info.id < $1.info.id }
+            return RegistrySnapshot(
+                live: live,
+                counters: state.counters,
+                kinds: state.kinds.values.sorted { $0.name < $1.name }
+            )
+        }
+    }
+
+    /// A stream of lifecycle events from now on. When the consumer falls behind, the oldest events are
+    /// dropped (the newest `bufferingNewest` are kept). The stream ends when the consumer stops iterating.
+    public func events(bufferingNewest: Int = 4096) -> AsyncStream<ResourceEvent> {
+        let (stream, continuation) = AsyncStream<ResourceEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferingNewest))
+        let id = state.withLock { state -> UInt64 in
+            state.nextSubscriber += 1
+            state.subscribers[state.nextSubscriber] = continuation
+            return state.nextSubscriber
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    // MARK: reports from handles and scopes
+
+    func didRequestCancel(_ handle: ResourceHandle, reason: CancellationReason) {
+        state.withLock { state in
+            state.live[handle.id]?.cancellation = reason
+            state.counters[handle.kind.name, default: .init()].cancelled += 1
+        }
+        publish(ResourceEvent(resource: handle.info, kind: .cancelRequested(reason), at: .now))
+    }
+
+    func didClose(_ handle: ResourceHandle, outcome: CloseOutcome) {
+        let info = handle.info
+        state.withLock { state in
+            if let entry = state.live.removeValue(forKey: handle.id) {
+                state.byObject.removeValue(forKey: entry.object)
+            }
+            var counters = state.counters[handle.kind.name, default: .init()]
+            counters.closed += 1
+            switch outcome {
+            case .failed: counters.failed += 1
+            case .timedOut: counters.closeTimedOut += 1; counters.leaked += 1
+            case .closed, .alreadyClosed: break
+            }
+            state.counters[handle.kind.name] = counters
+        }
+        switch outcome {
+        case .closed(let d):
+            publish(ResourceEvent(resource: info, kind: .closed(d), at: .now))
+        case .failed(let error):
+            publish(ResourceEvent(resource: info, kind: .closeFailed(errorType: String(describing: type(of: error))), at: .now))
+        case .timedOut(let d):
+            publish(ResourceEvent(resource: info, kind: .closeTimedOut(d), at: .now))
+            publish(ResourceEvent(resource: info, kind: .leaked(.closeTimedOut), at: .now))
+        case .alreadyClosed:
+            break
+        }
+    }
+
+    func didReject(_ handle: ResourceHandle) {
+        publish(ResourceEvent(resource: handle.info, kind: .rejected, at: .now))
+    }
+
+    func didLeak(_ info: ResourceInfo, reason: LeakReason) {
+        state.withLock { state in
+            if let entry = state.live.removeValue(forKey: info.id) {
+                state.byObject.removeValue(forKey: entry.object)
+            }
+            state.counters[info.kind, default: .init()].leaked += 1
+        }
+        publish(ResourceEvent(resource: info, kind: .leaked(reason), at: .now))
+    }
+
+    func recordCancellationLatency(_ latency: Duration, kind: String) {
+        state.withLock { $0.counters[kind, default: .init()].cancellationLatency.record(latency) }
+    }
+
+    private func publish(_ event: ResourceEvent) {
+        let subscribers = state.withLock { Array($0.subscribers.values) }
+        for continuation in subscribers {
+            continuation.yield(event)
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import Synchronization
+
+/// ResourceKit's record of one registered resource: what an adapter binds its operations to.
+///
+/// A handle is created by ``ResourceScope/register(_:kind:label:)`` (closed when the scope ends) or by
+/// ``ResourceRegistry/register(_:kind:label:)`` (the caller owns closing it). It knows whether the resource was
+/// cancelled and why, the effective deadline of its scope, and every operation currently running on it, so
+/// that one ``cancel(_:)`` resumes them all at once.
+public final class ResourceHandle: Sendable, CustomStringConvertible {
+    /// Where the resource is in its life.
+    public enum Phase: Sendable, Hashable {
+        case live
+        case closing
+        case closed
+    }
+
+    /// The resource's identity.
+    public let id: ResourceID
+    /// The resource's kind (policy and counters).
+    public let kind: ResourceKind
+    /// The adapter's label (never user data).
+    public let label: String
+    /// The path of the owning scope, such as `"request/db"`; empty when unscoped.
+    public let scopePath: String
+    /// The effective absolute deadline of the owning scope, if any. Adapters pass it on (to a server's
+    /// `statement_timeout`, a socket timeout) where that helps; expiry cancels the handle with
+    /// ``CancellationReason/deadlineExceeded(_:)``.
+    public let deadline: ContinuousClock.Instant?
+    /// The registry that tracks this resource.
+    public let registry: ResourceRegistry
+    /// When the resource was registered.
+    public let acquiredAt: ContinuousClock.Instant
+
+    private struct State {
+        var resource: (any ManagedResource)?
+        var phase: Phase = .live
+        var cancelReason: CancellationReason?
+        var operations: [ObjectIdentifier: any CancellableOperation] = [:]
+    }
+
+    private let state: Locked<State>
+
+    init(
+        resource: any ManagedResource,
+        kind: ResourceKind,
+        label: String,
+        scopePath: String,
+        deadline: ContinuousClock.Instant?,
+        registry: ResourceRegistry
+    ) {
+        self.id = .next()
+        self.kind = kind
+        self.label = label
+        self.scopePath = scopePath
+        self.deadline = deadline
+        self.registry = registry
+        self.acquiredAt = .now
+        self.state = Locked(State(resource: resource))
+    }
+
+    deinit {
+        // Dropped without close: report it, stop the resource, and close it best-effort so nothing stays open.
+        let leaked = state.withLock { state -> (any ManagedResource)? in
+            guard state.phase == .live else { return nil }
+            state.phase = .closed
+            defer { state.resource = nil }
+            return state.resource
+        }
+        guard let leaked else { return }
+        registry.didLeak(info, reason: .deinitializedWithoutClose)
+        leaked.cancel()
+        let timeout = kind.closeTimeout
+        Task { _ = await BoundedClose.run(leaked, timeout: timeout) }
+    }
+
+    /// A description without user data.
+    public var description: String { "ResourceHandle(\(id), kind: \(kind.name), label: \(label))" }
+
+    /// The static facts about this resource.
+    public var info: ResourceInfo {
+        ResourceInfo(
+            id: id, kind: kind.name, label: label, scopePath: scopePath,
+            acquiredAt: acquiredAt, deadline: deadline
+        )
+    }
+
+    /// The current phase.
+    public var phase: Phase { state.withLock { $0.phase } }
+
+    /// Why the resource was cancelled, if it was.
+    public var cancellationReason: CancellationReason? { state.withLock { $0.cancelReason } }
+
+    /// `true` once the resource was cancelled (level-triggered: it stays cancelled).
+    public var isCancelled: Bool { cancellationReason != nil }
+
+    /// Throws the cancellation's error (`CancellationError` or ``DeadlineExceededError``) if the resource was
+    /// cancelled or closed, or if its deadline has passed. Adapters call it before starting work.
+    public func checkCancellation() throws {
+        let (reason, phase) = state.withLock { ($0.cancelReason, $0.phase) }
+        if let reason { throw reason.error }
+        if phase != .live { throw CancellationError() }
+        if let deadline, deadline <= .now {
+            cancel(.deadlineExceeded(deadline))
+            throw DeadlineExceededError(deadline: deadline)
+        }
+    }
+
+    /// Cancels the resource: every operation running on it resumes at once with the reason's error, then the
+    /// adapter's ``ManagedResource/cancel()`` runs. Idempotent; a no-op after close. Non-blocking, any thread.
+    public func cancel(_ reason: CancellationReason = .cancelled) {
+        let work = state.withLock { state -> ([any CancellableOperation], (any ManagedResource)?)? in
+            guard state.phase == .live, state.cancelReason == nil else { return nil }
+            state.cancelReason = reason
+            return (Array(state.operations.values), state.resource)
+        }
+        guard let (operations, resource) = work else { return }
+        registry.didRequestCancel(self, reason: reason)
+        for operation in operations {
+            operation.cancel(reason)
+        }
+        resource?.cancel()
+    }
+
+    /// Closes the resource: operations still running on it are cancelled, then ``ManagedResource/close()``
+    /// runs exactly once, shielded from the caller's cancellation and bounded by ``ResourceKind/closeTimeout``.
+    ///
+    /// A second call returns ``CloseOutcome/alreadyClosed`` at once (it does not wait for the first).
+    @discardableResult
+    public func close() async -> CloseOutcome {
+        let work = state.withLock { state -> ([any CancellableOperation], any ManagedResource)? in
+            guard state.phase == .live, let resource = state.resource else { return nil }
+            state.phase = .closing
+            let operations = Array(state.operations.values)
+            state.operations = [:]
+            return (operations, resource)
+        }
+        guard let (operations, resource) = work else { return .alreadyClosed }
+        for operation in operations {
+            operation.cancel(.cancelled)
+        }
+        let outcome = await BoundedClose.run(resource, timeout: kind.closeTimeout)
+        state.withLock { state in
+            state.phase = .closed
+            state.resource = nil
+        }
+        registry.didClose(self, outcome: outcome)
+        return outcome
+    }
+
+    /// Adds a running operation; cancels it at once if the resource is already cancelled or closing.
+    func track(_ operation: any CancellableOperation) {
+        let reason = state.withLock { state -> CancellationReason? in
+            if let reason = state.cancelReason { return reason }
+            guard state.phase == .live else { return .cancelled }
+            state.operations[ObjectIdentifier(operation)] = operation
+            return nil
+        }
+        if let reason { operation.cancel(reason) }
+    }
+
+    /// Removes an operation that finished.
+    func untrack(_ operation: any CancellableOperation) {
+        _ = state.withLock { $0.operations.removeValue(forKey: ObjectIdentifier(operation)) }
+    }
+
+    /// The registration was refused (the object is already registered): this handle owns nothing.
+    func markRejectedDuplicate() {
+        state.withLock { state in
+            state.phase = .closed
+            state.resource = nil
+        }
+    }
+
+    func recordCancellationLatency(_ latency: Duration) {
+        registry.recordCancellationLatency(latency, kind: kind.name)
+    }
+}
+
+/// How a close ended.
+public enum CloseOutcome: Sendable {
+    /// `close()` returned, after this long.
+    case closed(Duration)
+    /// `close()` threw; the resource counts as closed. The error is kept for the caller, never logged.
+    case failed(any Error)
+    /// `close()` overran the kind's timeout and was abandoned (reported as a leak).
+    case timedOut(Duration)
+    /// The handle was already closing or closed; nothing was done.
+    case alreadyClosed
+}

@@ -1,0 +1,161 @@
+import Synchronization
+
+/// A lifetime for resources, bound to the task that runs ``withResourceScope(_:deadline:registry:isolation:_:)``.
+///
+/// Resources registered in a scope are closed last-acquired-first when the scope's body returns, throws or
+/// is cancelled. When the owning task is cancelled, every live resource gets ``ManagedResource/cancel()`` at
+/// once, from inside `withTaskCancellationHandler`. Scopes nest through the task-local ``current``: cancelling
+/// a parent cancels its children; ``cancel()`` cancels one scope (and its children) only.
+///
+/// Cancellation is level-triggered: once cancelled (by the task, ``cancel()`` or the deadline), a scope stays
+/// cancelled; registering into it cancels and closes the new resource at once and throws.
+///
+/// What a scope does *not* do: it cannot interrupt awaits that are not bound to its resources (a plain
+/// `Task.sleep` in the body keeps sleeping after ``cancel()``); call ``checkCancellation()`` between steps, or
+/// cancel the task itself.
+public final class ResourceScope: Sendable, CustomStringConvertible {
+    /// The innermost scope of the current task, if any.
+    @TaskLocal public static var current: ResourceScope?
+
+    /// The scope's own label.
+    public let label: String
+    /// Labels from the root scope down to this one, joined by `/`.
+    public let path: String
+    /// The effective deadline: the minimum of this scope's and its parent's.
+    public let deadline: ContinuousClock.Instant?
+    /// The registry that records this scope's resources.
+    public let registry: ResourceRegistry
+
+    private let parent: ResourceScope?
+
+    private enum Phase { case open, finishing, finished }
+
+    private struct State {
+        var phase: Phase = .open
+        var cancelReason: CancellationReason?
+        var handles: [ResourceHandle] = []
+        var children: [ObjectIdentifier: ResourceScope] = [:]
+        var deadlineTimer: ReactorTimerID?
+    }
+
+    private let state = Locked(State())
+
+    init(label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?, registry: ResourceRegistry?) {
+        self.label = label
+        self.parent = parent
+        self.path = parent.map { "\($0.path)/\(label)" } ?? label
+        self.deadline = Deadline.earliest(ownDeadline, parent?.deadline)
+        self.registry = registry ?? parent?.registry ?? .shared
+
+        if let parent, let inherited = parent.attachChild(self) {
+            cancel(inherited)
+        }
+        // Only a deadline earlier than the parent's needs a timer of its own; the parent's timer reaches the
+        // children through cancel propagation.
+        if let own = ownDeadline, parent?.deadline.map({ own < $0 }) ?? true {
+            if own <= .now {
+                cancel(.deadlineExceeded(own))
+            } else {
+                let timer = IOReactor.shared.schedule(at: own) { [weak self] in
+                    self?.cancel(.deadlineExceeded(own))
+                }
+                state.withLock { $0.deadlineTimer = timer }
+            }
+        }
+    }
+
+    public var description: String { "ResourceScope(\(path))" }
+
+    /// Why the scope was cancelled, if it was.
+    public var cancellationReason: CancellationReason? { state.withLock { $0.cancelReason } }
+
+    /// `true` once the scope was cancelled (by its task, ``cancel()``, a parent or the deadline).
+    public var isCancelled: Bool { cancellationReason != nil }
+
+    /// Number of resources registered and not yet closed by the scope.
+    public var resourceCount: Int { state.withLock { $0.handles.count } }
+
+    /// Throws `CancellationError` or ``DeadlineExceededError`` if the scope was cancelled.
+    public func checkCancellation() throws {
+        if let reason = cancellationReason { throw reason.error }
+    }
+
+    /// Cancels this scope and its children now: every live resource gets `cancel()`, every operation bound to
+    /// them resumes with `CancellationError`. Idempotent; non-blocking; callable from any thread. The scope's
+    /// resources are still closed when its body ends.
+    public func cancel() {
+        cancel(.cancelled)
+    }
+
+    func cancel(_ reason: CancellationReason) {
+        let work = state.withLock { state -> ([ResourceHandle], [ResourceScope])? in
+            guard state.cancelReason == nil, state.phase != .finished else { return nil }
+            state.cancelReason = reason
+            return (state.handles, Array(state.children.values))
+        }
+        guard let (handles, children) = work else { return }
+        for handle in handles.reversed() {
+            handle.cancel(reason)
+        }
+        for child in children {
+            child.cancel(reason)
+        }
+    }
+
+    /// Registers `resource` in this scope; it will be closed when the scope ends.
+    ///
+    /// Cancellation: if the scope is already cancelled or finished, the resource is cancelled and closed at
+    /// once and the call throws the scope's cancellation error (`CancellationError`, or
+    /// ``DeadlineExceededError`` after the deadline).
+    /// - Throws: also ``ResourceKitError/Code/alreadyRegistered`` if the object is registered already.
+    @discardableResult
+    public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) async throws -> ResourceHandle {
+        let handle = try registry.register(resource, kind: kind, label: label, scopePath: path, deadline: deadline)
+        let rejection = state.withLock { state -> CancellationReason? in
+            guard state.phase == .open else { return .cancelled }
+            if let reason = state.cancelReason { return reason }
+            state.handles.append(handle)
+            return nil
+        }
+        if let rejection {
+            registry.didReject(handle)
+            handle.cancel(rejection)
+            await handle.close()
+            throw rejection.error
+        }
+        return handle
+    }
+
+    private func attachChild(_ child: ResourceScope) -> CancellationReason? {
+        state.withLock { state in
+            guard state.phase == .open else { return state.cancelReason ?? .cancelled }
+            state.children[ObjectIdentifier(child)] = child
+            return state.cancelReason
+        }
+    }
+
+    private func detachChild(_ child: ResourceScope) {
+        _ = state.withLock { $0.children.removeValue(forKey: ObjectIdentifier(child)) }
+    }
+
+    /// Ends the scope: closes every resource, last acquired first, each shielded and bounded.
+    func finish() async {
+        let (handles, timer) = state.withLock { state -> ([ResourceHandle], ReactorTimerID?) in
+            state.phase = .finishing
+            defer { state.deadlineTimer = nil }
+            return (state.handles, state.deadlineTimer)
+        }
+        if let timer { IOReactor.shared.cancelTimer(timer) }
+        for handle in handles.reversed() {
+            await handle.close()
+        }
+        for handle in handles where handle.phase != .closed {
+            registry.didLeak(handle.info, reason: .unclosedAtScopeEnd)
+        }
+        state.withLock { state in
+            state.phase = .finished
+            state.handles = []
+        }
+        parent?.detachChild(self)
+    }
+}

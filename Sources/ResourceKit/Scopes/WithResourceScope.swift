@@ -1,0 +1,51 @@
+/// Runs `body` with a new ``ResourceScope`` and closes every resource registered in it when `body` ends.
+///
+/// - Parameters:
+///   - label: a short name for logs and snapshots (no user data); nested scopes form a path.
+///   - deadline: an absolute deadline; nested scopes take the minimum of theirs and the parent's. On expiry
+///     every resource of the scope is cancelled and its operations throw ``DeadlineExceededError``.
+///   - registry: where resources are recorded; defaults to the parent scope's, else ``ResourceRegistry/shared``.
+///   - isolation: the caller's isolation; `body` runs on it, so it may touch actor state.
+///   - body: the work; the result is returned to the caller after the scope's resources were closed.
+///
+/// Cancellation: when the calling task is cancelled, every live resource of the scope (and of nested scopes)
+/// is cancelled at once from inside `withTaskCancellationHandler`; blocked operations throw
+/// `CancellationError` immediately. Closing still happens, shielded from the cancellation and bounded per kind.
+/// If the task is already cancelled on entry, the scope starts cancelled (registrations fail fast).
+@discardableResult
+public func withResourceScope<Result>(
+    _ label: String,
+    deadline: Deadline? = nil,
+    registry: ResourceRegistry? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: (ResourceScope) async throws -> sending Result
+) async throws -> sending Result {
+    let scope = ResourceScope(label: label, parent: ResourceScope.current, deadline: deadline?.instant, registry: registry)
+    let box = try await ResourceScope.$current.withValue(scope) {
+        try await withTaskCancellationHandler {
+            let result: Result
+            do {
+                result = try await body(scope)
+            } catch {
+                await scope.finish()
+                throw error
+            }
+            await scope.finish()
+            return SendingBox(result)
+        } onCancel: {
+            scope.cancel(.cancelled)
+        }
+    }
+    return box.take()
+}
+
+/// Carries the body's `sending` result through `TaskLocal.withValue`, whose result is not `sending`.
+///
+/// `@unchecked Sendable`: the value was returned as `sending` by `body`, so it is in a disconnected region
+/// that nothing else references; the box is created once, never shared, and emptied exactly once by the
+/// function that created it, which then returns the value as `sending`.
+private struct SendingBox<Value>: @unchecked Sendable {
+    private let value: Value
+    init(_ value: consuming Value) { self.value = value }
+    consuming func take() -> Value { value }
+}

@@ -1,0 +1,88 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+@testable import ResourceKit
+
+@Suite struct BlockingPoolTests {
+    @Test func runsOnItsOwnThreads() async throws {
+        let pool = BlockingPool(threadCount: 2, name: "tpool")
+        defer { pool.shutdown() }
+        let name = try await pool.run { Thread.current.name ?? "" }
+        #expect(name.hasPrefix("tpool."))
+    }
+
+    /// A queued job that is cancelled never runs; a running job's caller resumes at once and its hook runs.
+    @Test func queuedJobIsDroppedAndRunningJobResumesAtOnce() async throws {
+        let pool = BlockingPool(threadCount: 1, name: "test.pool.cancel")
+        defer { pool.shutdown() }
+        let gate = try PipeResource()
+        defer { Syscall.close(gate.readFD); Syscall.close(gate.writeFD) }
+        let blockerStarted = Atomic<Bool>(false)
+        let hookRan = Atomic<Bool>(false)
+        let readFD = gate.readFD
+        // Occupies the only thread with a truly blocking call until the hook opens the gate.
+        let blocker = Task {
+            try await pool.run(onCancel: { _ in hookRan.store(true, ordering: .relaxed); gate.writeByte() }) {
+                blockerStarted.store(true, ordering: .relaxed)
+                var pfd = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+                _ = poll(&pfd, 1, 10_000)
+            }
+        }
+        while !blockerStarted.load(ordering: .relaxed) { await Task.yield() }
+        let queuedRan = Atomic<Bool>(false)
+        let queued = Task { try await pool.run { queuedRan.store(true, ordering: .relaxed) } }
+        while pool.queuedCount == 0 { await Task.yield() }
+        queued.cancel()
+        await #expect(throws: CancellationError.self) { try await queued.value }
+        let cancelled = ContinuousClock.now
+        blocker.cancel()
+        await #expect(throws: CancellationError.self) { try await blocker.value }
+        #expect(ContinuousClock.now - cancelled < .milliseconds(50))
+        let hook = hookRan.load(ordering: .relaxed)
+        #expect(hook)
+        // Drain: a later job runs, proving the dropped one was skipped rather than run.
+        try await pool.run {}
+        let ran = queuedRan.load(ordering: .relaxed)
+        #expect(!ran)
+    }
+
+    @Test func fullQueueAndShutdownGiveTypedErrors() async throws {
+        let pool = BlockingPool(threadCount: 1, queueLimit: 1, name: "test.pool.full")
+        let gate = try PipeResource()
+        defer { Syscall.close(gate.readFD); Syscall.close(gate.writeFD) }
+        let readFD = gate.readFD
+        let started = Atomic<Bool>(false)
+        let blocker = Task {
+            try await pool.run {
+                started.store(true, ordering: .relaxed)
+                var pfd = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+                _ = poll(&pfd, 1, 10_000)
+            }
+        }
+        while !started.load(ordering: .relaxed) { await Task.yield() }
+        let queued = Task { try await pool.run {} }
+        while pool.queuedCount == 0 { await Task.yield() }
+        await #expect { try await pool.run {} } throws: { ($0 as? ResourceKitError)?.code == .blockingPoolFull }
+        gate.writeByte()
+        try await blocker.value
+        try await queued.value
+        pool.shutdown()
+        await #expect { try await pool.run {} } throws: { ($0 as? ResourceKitError)?.code == .blockingPoolShutDown }
+    }
+
+    @Test func jobBoundToCancelledHandleNeverRuns() async throws {
+        let registry = ResourceRegistry()
+        let log = CloseLog()
+        let ran = Atomic<Bool>(false)
+        try await withResourceScope("pool", registry: registry) { scope in
+            let handle = try await scope.register(RecordingResource("r", log: log), kind: ResourceKind(name: "test.r"), label: "r")
+            handle.cancel()
+            await #expect(throws: CancellationError.self) {
+                try await BlockingPool.shared.run(boundTo: handle) { ran.store(true, ordering: .relaxed) }
+            }
+        }
+        let didRun = ran.load(ordering: .relaxed)
+        #expect(!didRun)
+    }
+}
