@@ -10,6 +10,8 @@ let package = Package(
     name: "ResourceKit",
     products: [
         .library(name: "ResourceKit", targets: ["ResourceKit"]),
+        .library(name: "SocketAdapter", targets: ["SocketAdapter"]),
+        .library(name: "FileAdapter", targets: ["FileAdapter"]),
         .executable(name: "resource-demo", targets: ["resource-demo"]),
     ],
     targets: [
@@ -21,14 +23,33 @@ let package = Package(
             dependencies: ["CSystemShims"],
             swiftSettings: strict
         ),
+        .target(name: "SocketAdapter", dependencies: ["ResourceKit"], swiftSettings: strict),
+        .target(name: "FileAdapter", dependencies: ["ResourceKit", "CSystemShims"], swiftSettings: strict),
         .executableTarget(
             name: "resource-demo",
             dependencies: ["ResourceKit", "CSystemShims"],
             swiftSettings: strict
         ),
+        // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes.
+        .target(
+            name: "TestSupport",
+            dependencies: ["ResourceKit"],
+            path: "Tests/TestSupport",
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "ResourceKitTests",
-            dependencies: ["ResourceKit", "CSystemShims"],
+            dependencies: ["ResourceKit", "CSystemShims", "TestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SocketAdapterTests",
+            dependencies: ["SocketAdapter", "ResourceKit", "CSystemShims", "TestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "FileAdapterTests",
+            dependencies: ["FileAdapter", "ResourceKit", "CSystemShims", "TestSupport"],
             swiftSettings: strict
         ),
     ],

@@ -65,3 +65,19 @@ int rk_pipe_nonblocking(int fds[2]) { return pipe2(fds, O_NONBLOCK | O_CLOEXEC);
 
 #include <pthread.h>
 int rk_set_thread_name(const char *name) { return pthread_setname_np(pthread_self(), name); }
+
+#include <sys/socket.h>
+int rk_accept_nonblocking(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
+#include <sys/inotify.h>
+int rk_inotify_watch_file(const char *path) {
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) return -1;
+    if (inotify_add_watch(fd, path, IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}

@@ -1,3 +1,4 @@
+import TestSupport
 import Foundation
 import Glibc
 import Synchronization
@@ -29,10 +30,10 @@ import Testing
                 _ = poll(&pfd, 1, 10_000)
             }
         }
-        while !blockerStarted.load(ordering: .relaxed) { await Task.yield() }
+        try await waitUntil { !(!blockerStarted.load(ordering: .relaxed)) }
         let queuedRan = Atomic<Bool>(false)
         let queued = Task { try await pool.run { queuedRan.store(true, ordering: .relaxed) } }
-        while pool.queuedCount == 0 { await Task.yield() }
+        try await waitUntil { !(pool.queuedCount == 0) }
         queued.cancel()
         await #expect(throws: CancellationError.self) { try await queued.value }
         let cancelled = ContinuousClock.now
@@ -60,9 +61,9 @@ import Testing
                 _ = poll(&pfd, 1, 10_000)
             }
         }
-        while !started.load(ordering: .relaxed) { await Task.yield() }
+        try await waitUntil { !(!started.load(ordering: .relaxed)) }
         let queued = Task { try await pool.run {} }
-        while pool.queuedCount == 0 { await Task.yield() }
+        try await waitUntil { !(pool.queuedCount == 0) }
         await #expect { try await pool.run {} } throws: { ($0 as? ResourceKitError)?.code == .blockingPoolFull }
         gate.writeByte()
         try await blocker.value

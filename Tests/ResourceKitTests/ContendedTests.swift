@@ -2,6 +2,7 @@ import CSystemShims
 import Dispatch
 import Synchronization
 import Testing
+import TestSupport
 @testable import ResourceKit
 
 /// Must show: 10,000 iterations of a scope with a real pipe resource, cancelled from other threads at a random
@@ -83,7 +84,7 @@ import Testing
                 }
             }
             // The event we wait for: the read is parked in the reactor.
-            while reactor.waitingDescriptorCount == 0 { await Task.yield() }
+            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
             let cancelled = ContinuousClock.now
             task.cancel()
             let result = await task.result
@@ -133,7 +134,7 @@ import Testing
                 return cancelled
             }
         }
-        while reactor.waitingDescriptorCount < count { await Task.yield() }
+        try await waitUntil { !(reactor.waitingDescriptorCount < count) }
         let start = ContinuousClock.now
         outcomes.cancel()
         let cancelled = await outcomes.value

@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+import TestSupport
 @testable import ResourceKit
 
 /// Scopes: ordering, exactly-once close, propagation, level-triggered cancellation, bad input.
@@ -51,7 +52,7 @@ import Testing
                 _ = try await pipe.readByte(boundTo: handle)
             }
         }
-        while registry.liveCount < 2 { await Task.yield() }
+        try await waitUntil { !(registry.liveCount < 2) }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         let otherCancels = other.cancelCount.load(ordering: .relaxed)
@@ -75,7 +76,7 @@ import Testing
                 }
             }
         }
-        while registry.liveCount < 1 { await Task.yield() }
+        try await waitUntil { !(registry.liveCount < 1) }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         let closes = pipe.closeCount.load(ordering: .relaxed)
@@ -93,7 +94,7 @@ import Testing
             let result: Result<UInt8, any Error> = try await withResourceScope("inner") { inner in
                 let handle = try! await inner.register(pipe, kind: PipeResource.kind, label: "pipe")
                 let reader = Task { try await pipe.readByte(boundTo: handle) }
-                while IOReactor.shared.waitingDescriptorCount == 0 && !handle.isCancelled { await Task.yield() }
+                try await waitUntil { !(IOReactor.shared.waitingDescriptorCount == 0 && !handle.isCancelled) }
                 inner.cancel()
                 return await reader.result
             }
@@ -251,7 +252,7 @@ import Testing
             if case .leaked(.deinitializedWithoutClose) = event.kind { break }
         }
         // Best-effort close after the leak report.
-        while log.all.count < 2 { await Task.yield() }
+        try await waitUntil { !(log.all.count < 2) }
         #expect(log.all == ["cancel orphan", "close orphan"])
     }
 

@@ -36,4 +36,10 @@ int rk_pipe_nonblocking(int fds[2]);
 /// Names the calling thread (at most 15 bytes).
 int rk_set_thread_name(const char *name);
 
+/// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC).
+int rk_accept_nonblocking(int fd);
+
+/// A non-blocking inotify descriptor watching `path` for growth, metadata changes, deletion and moves.
+int rk_inotify_watch_file(const char *path);
+
 #endif

@@ -24,8 +24,14 @@ public struct SystemError: Error, Sendable, Hashable, CustomStringConvertible {
         SystemError(call, errno: rk_errno())
     }
 
+    /// The system's text for `errno` (`strerror`).
+    public var reason: String {
+        guard let text = strerror(errno) else { return "unknown error" }
+        return String(validatingCString: text) ?? "unknown error"
+    }
+
     public var description: String {
-        "\(call) failed: \(String(cString: strerror(errno))) (errno \(errno))"
+        "\(call) failed: \(reason) (errno \(errno))"
     }
 }
 

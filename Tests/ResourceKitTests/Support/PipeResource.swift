@@ -59,32 +59,3 @@ final class PipeResource: ManagedResource {
         }
     }
 }
-
-/// Descriptors of this process, from /proc/self/fd.
-enum ProcFD {
-    static func links() -> [String] {
-        guard let dir = opendir("/proc/self/fd") else { return [] }
-        defer { closedir(dir) }
-        var result: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name == "." || name == ".." { continue }
-            var buffer = [CChar](repeating: 0, count: 256)
-            let n = readlink("/proc/self/fd/\(name)", &buffer, 255)
-            if n > 0 { result.append(String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
-        }
-        return result
-    }
-
-    static var count: Int { links().count }
-
-    /// How many of the given pipe inodes are still open in this process.
-    static func openPipes(_ inodes: Set<UInt64>) -> Int {
-        links().filter { link in
-            guard link.hasPrefix("pipe:["), let ino = UInt64(link.dropFirst(6).dropLast()) else { return false }
-            return inodes.contains(ino)
-        }.count
-    }
-}

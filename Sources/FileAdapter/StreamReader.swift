@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSystemShims
+public import ResourceKit
+
+/// A readable stream that can be waited on: a pipe, a FIFO, a character device, or standard input.
+/// Reads are non-blocking and wait for data through the reactor.
+///
+/// Cancellation: a read blocked on a silent writer resumes immediately with `CancellationError` when its task,
+/// scope or the reader is cancelled (``DeadlineExceededError`` when the scope's deadline passes). The writer
+/// going away is the end of the stream (`nil`), not an error. The scope's end closes the descriptor once.
+public final class StreamReader: ManagedResource, BufferedByteReader, CustomStringConvertible {
+    /// The resource kind of stream readers.
+    public static let kind = ResourceKind(name: "file.stream", closeTimeout: .seconds(2))
+
+    let descriptor: GuardedDescriptor
+    private let handleSlot = Locked<ResourceHandle?>(nil)
+    /// Read-ahead for `readLine` and friends.
+    public let readAhead = Locked(LineFramer(maxLength: 4096))
+    /// Flags to restore on close when the descriptor is shared with the rest of the process (stdin).
+    private let restoreFlags: (fd: Int32, flags: Int32)?
+
+    private init(fd: Int32, reactor: IOReactor, restoreFlags: (fd: Int32, flags: Int32)?) {
+        descriptor = GuardedDescriptor(fd, reactor: reactor)
+        self.restoreFlags = restoreFlags
+    }
+
+    public var description: String { "StreamReader(\(descriptor))" }
+
+    /// Opens a FIFO or character device for reading (non-blocking: opening a FIFO does not wait for a writer).
+    /// - Throws: ``FileError`` (`notFound`, `permissionDenied`, `isDirectory`, `notAStream` for a regular file).
+    public static func open(path: String, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
+        try scope.checkCancellation()
+        let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw FileError.from(errno: errno, path: path, call: "open") }
+        var info = stat()
+        fstat(fd, &info)
+        let type = info.st_mode & S_IFMT
+        if type == S_IFDIR || type == S_IFREG {
+            Syscall.close(fd)
+            throw FileError(type == S_IFDIR ? .isDirectory : .notAStream, path: path, call: "open", errno: 0)
+        }
+        return try await register(StreamReader(fd: fd, reactor: reactor, restoreFlags: nil), label: "stream", in: scope)
+    }
+
+    /// Takes ownership of a readable pipe end (or any pollable descriptor) and registers it in `scope`. The
+    /// descriptor is made non-blocking and closed by the scope.
+    public static func adopt(_ fd: Int32, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
+        guard rk_set_nonblocking(fd) == 0 else { throw SystemError.current("fcntl") }
+        return try await register(StreamReader(fd: fd, reactor: reactor, restoreFlags: nil), label: "pipe", in: scope)
+    }
+
+    /// Standard input as a stream (a pipe, FIFO or terminal; for a redirected regular file use ``FileReader``
+    /// with `/dev/stdin`). Works on a duplicate of descriptor 0; the shared non-blocking flag is restored on close.
+    public static func standardInput(in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
+        var info = stat()
+        fstat(0, &info)
+        if info.st_mode & S_IFMT == S_IFREG {
+            throw FileError(.notAStream, path: "/dev/stdin", call: "fstat", errno: 0)
+        }
+        let original = fcntl(0, F_GETFL)
+        let fd = fcntl(0, F_DUPFD_CLOEXEC, 3)
+        guard fd >= 0, original >= 0 else { throw FileError.from(errno: errno, path: "/dev/stdin", call: "dup") }
+        _ = rk_set_nonblocking(fd)
+        return try await register(StreamReader(fd: fd, reactor: reactor, restoreFlags: (0, original)), label: "stdin", in: scope)
+    }
+
+    private static func register(_ reader: StreamReader, label: String, in scope: ResourceScope) async throws -> StreamReader {
+        let handle = try await scope.register(reader, kind: kind, label: label)
+        reader.handleSlot.withLock { $0 = handle }
+        return reader
+    }
+
+    private enum Received { case bytes([UInt8]), end }
+
+    /// Reads what is available (at most `maxBytes`, at least one); `nil` once every writer is gone.
+    /// Cancellation: see the type's documentation.
+    public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
+        let count = max(1, maxBytes)
+        let handle = handleSlot.withLock { $0 }
+        let received = try await descriptor.perform(.readable, boundTo: handle) { fd -> Received? in
+            var buffer = [UInt8](repeating: 0, count: count)
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) }
+            if n > 0 {
+                buffer.removeLast(count - n)
+                return .bytes(buffer)
+            }
+            if n == 0 { return .end }
+            let error = errno
+            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
+            throw FileError.from(errno: error, path: "stream", call: "read")
+        }
+        switch received {
+        case .bytes(let bytes): return bytes
+        case .end: return nil
+        }
+    }
+
+    /// Nothing to stop outside the process: ResourceKit already resumed a blocked read.
+    public func cancel() {}
+
+    /// Closes the descriptor once (restoring standard input's flags).
+    public func close() async throws {
+        descriptor.close()
+        if let restoreFlags { _ = fcntl(restoreFlags.fd, F_SETFL, restoreFlags.flags) }
+        handleSlot.withLock { $0 = nil }
+    }
+}

@@ -1,0 +1,231 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+public import ResourceKit
+
+/// A connected stream socket (TCP over IPv4/IPv6, or Unix-domain) living in a ``ResourceScope``.
+///
+/// Reading comes from ``BufferedByteReader``: `read(upTo:)` (`nil` at the peer's end of stream),
+/// `readExactly`, `readLine`, `chunks()`, `lines()`. Only one task may read, and one write, at a time.
+///
+/// Cancellation: a read, write or connect blocked on this socket resumes immediately with `CancellationError`
+/// when its task, the socket's scope or the socket itself is cancelled (with ``DeadlineExceededError`` when
+/// the scope's deadline passes); then the socket is shut down (`shutdown(SHUT_RDWR)`), so later operations fail
+/// fast too. The scope's end closes the descriptor exactly once. Peer EOF is not an error; a peer reset,
+/// refusal or unreachable network is a ``SocketError``.
+public final class SocketConnection: ManagedResource, BufferedByteReader, CustomStringConvertible {
+    /// The resource kind of connected sockets.
+    public static let kind = ResourceKind(name: "socket", closeTimeout: .seconds(2))
+
+    let descriptor: GuardedDescriptor
+    private let handleSlot = Locked<ResourceHandle?>(nil)
+    /// Read-ahead for `readLine` and friends.
+    public let readAhead = Locked(LineFramer(maxLength: 4096))
+
+    init(fd: Int32, reactor: IOReactor) {
+        descriptor = GuardedDescriptor(fd, reactor: reactor)
+    }
+
+    public var description: String { "SocketConnection(\(descriptor))" }
+
+    /// The registration of this socket in its scope (`nil` once closed).
+    public var handle: ResourceHandle? { handleSlot.withLock { $0 } }
+
+    // MARK: connecting
+
+    /// Resolves `host` and connects to the first address that accepts, registering the socket in `scope`.
+    ///
+    /// Cancellation: resolution runs on the blocking pool and connecting through the reactor; both stop at
+    /// once when the task is cancelled (the scope's deadline, or `deadline`, gives ``DeadlineExceededError``).
+    /// The socket is registered *before* the connect starts, so a cancellation at any moment closes it.
+    /// - Throws: ``SocketError`` (`connectionRefused`, `unreachable`, `timedOut`, `resolutionFailed`, ...).
+    public static func connect(
+        host: String,
+        port: Int,
+        in scope: ResourceScope,
+        deadline: Deadline? = nil,
+        reactor: IOReactor = .shared
+    ) async throws -> SocketConnection {
+        try scope.checkCancellation()
+        let effective = Deadline.earliest(deadline?.instant, scope.deadline)
+        let addresses = try await SocketAddress.resolve(host: host, port: port, deadline: effective)
+        var lastError: (any Error)?
+        for address in addresses {
+            do {
+                return try await connect(to: address, in: scope, deadline: deadline, reactor: reactor)
+            } catch let error as SocketError {
+                lastError = error
+            }
+        }
+        throw lastError ?? SocketError(.resolutionFailed, call: "getaddrinfo", errno: 0)
+    }
+
+    /// Connects to a Unix-domain socket at `path`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
+    public static func connect(unixPath path: String, in scope: ResourceScope, deadline: Deadline? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
+        try await connect(to: .unix(path: path), in: scope, deadline: deadline, reactor: reactor)
+    }
+
+    /// Connects to `address`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
+    public static func connect(to address: SocketAddress, in scope: ResourceScope, deadline: Deadline? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
+        let fd = socket(address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketError.from(errno: errno, call: "socket") }
+        let connection = SocketConnection(fd: fd, reactor: reactor)
+        let handle = try await connection.register(in: scope, label: address.family == .unix ? "unix client" : "tcp client")
+        do {
+            try await connection.finishConnect(to: address, handle: handle, deadline: deadline?.instant)
+        } catch {
+            // Release the descriptor now (not at scope end), so trying the next address does not pile them up.
+            await handle.close()
+            throw error
+        }
+        if address.family != .unix { connection.setNoDelay(true) }
+        return connection
+    }
+
+    func register(in scope: ResourceScope, label: String) async throws -> ResourceHandle {
+        let handle = try await scope.register(self, kind: Self.kind, label: label)
+        handleSlot.withLock { $0 = handle }
+        return handle
+    }
+
+    private func finishConnect(to address: SocketAddress, handle: ResourceHandle, deadline: ContinuousClock.Instant?) async throws {
+        let (done, fd) = try descriptor.withDescriptor { fd -> (Bool, Int32) in
+            let result = address.withSockAddr { Glibc.connect(fd, $0, $1) }
+            if result == 0 { return (true, fd) }
+            let error = errno
+            if error == EINPROGRESS || error == EINTR { return (false, fd) }
+            throw SocketError.from(errno: error, call: "connect")
+        }
+        if done { return }
+        while true {
+            try await descriptor.reactor.wait(for: fd, .writable, boundTo: handle, deadline: deadline)
+            let connected = try descriptor.withDescriptor { fd -> Bool in
+                var pending: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &pending, &length)
+                if pending != 0 { throw SocketError.from(errno: pending, call: "connect") }
+                var peer = sockaddr_storage()
+                var peerLength = socklen_t(MemoryLayout<sockaddr_storage>.size)
+                return withUnsafeMutablePointer(to: &peer) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &peerLength) == 0 }
+                }
+            }
+            if connected { return }
+        }
+    }
+
+    // MARK: I/O
+
+    private enum Received { case bytes([UInt8]), end }
+
+    /// Reads what is available (at most `maxBytes`, at least one), `nil` at the peer's end of stream.
+    /// Prefer `read(upTo:)`, which also drains the read-ahead. Cancellation: see the type's documentation.
+    /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError`` (`connectionReset`, ...).
+    public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
+        let count = max(1, maxBytes)
+        let received = try await descriptor.perform(.readable, boundTo: handle) { fd -> Received? in
+            var buffer = [UInt8](repeating: 0, count: count)
+            let n = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, count, 0) }
+            if n > 0 {
+                buffer.removeLast(count - n)
+                return .bytes(buffer)
+            }
+            if n == 0 { return .end }
+            let error = errno
+            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
+            throw SocketError.from(errno: error, call: "recv")
+        }
+        switch received {
+        case .bytes(let bytes): return bytes
+        case .end: return nil
+        }
+    }
+
+    /// Writes all of `bytes`, waiting for the socket to accept more when its buffer is full (backpressure).
+    ///
+    /// Cancellation: a write waiting for buffer space resumes at once with `CancellationError`; part of the
+    /// data may already have been sent.
+    /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError`` (`brokenPipe`, `connectionReset`).
+    public func write(_ bytes: some Collection<UInt8>) async throws {
+        let data = Array(bytes)
+        var offset = 0
+        while offset < data.count {
+            let sent = try await descriptor.perform(.writable, boundTo: handle) { fd -> Int? in
+                let n = data.withUnsafeBytes { raw in
+                    Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                }
+                if n >= 0 { return n }
+                let error = errno
+                if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
+                throw SocketError.from(errno: error, call: "send")
+            }
+            offset += sent
+        }
+    }
+
+    /// Writes `text` as UTF-8. Cancellation as ``write(_:)``.
+    public func write(_ text: String) async throws {
+        try await write(Array(text.utf8))
+    }
+
+    /// Half-close: tells the peer we will send no more (it reads end of stream); reading still works.
+    public func shutdownWrite() throws {
+        try descriptor.withDescriptor { fd in
+            if Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 { throw SocketError.from(errno: errno, call: "shutdown") }
+        }
+    }
+
+    /// Abortive close: the peer gets a reset (RST) instead of an orderly end of stream, and the descriptor is
+    /// closed now. The resource stays registered until its scope ends (closing it again is a no-op).
+    public func resetConnection() {
+        descriptor.ifOpen { fd in
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        }
+        descriptor.close()
+    }
+
+    /// Turns Nagle's algorithm off (on by default for TCP connections made or accepted here: request/response
+    /// line protocols want their small writes sent at once).
+    public func setNoDelay(_ on: Bool) {
+        descriptor.ifOpen { fd in
+            var flag: Int32 = on ? 1 : 0
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &flag, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+
+    /// The local address.
+    public var localAddress: SocketAddress? {
+        (try? descriptor.withDescriptor { fd in Self.address(of: fd, peer: false) }) ?? nil
+    }
+
+    /// The peer's address.
+    public var remoteAddress: SocketAddress? {
+        (try? descriptor.withDescriptor { fd in Self.address(of: fd, peer: true) }) ?? nil
+    }
+
+    static func address(of fd: Int32, peer: Bool) -> SocketAddress? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        return withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                let result = peer ? getpeername(fd, sa, &length) : getsockname(fd, sa, &length)
+                return result == 0 ? SocketAddress(sa, length: length) : nil
+            }
+        }
+    }
+
+    // MARK: ManagedResource
+
+    /// Shuts the socket down in both directions (any thread, non-blocking, idempotent); blocked operations
+    /// were already resumed by ResourceKit.
+    public func cancel() {
+        descriptor.ifOpen { fd in _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    /// Closes the descriptor (exactly once).
+    public func close() async throws {
+        descriptor.close()
+        handleSlot.withLock { $0 = nil }
+    }
+}

@@ -1,0 +1,112 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSystemShims
+public import ResourceKit
+
+/// A listening socket (TCP or Unix-domain) living in a ``ResourceScope``.
+///
+/// Cancellation: ``accept(in:)`` blocked on an idle listener resumes immediately with `CancellationError` when
+/// its task, the listener's scope or the listener is cancelled; cancelling the listener also shuts it down.
+/// Accepted connections belong to the scope passed to ``accept(in:)``.
+public final class SocketListener: ManagedResource, CustomStringConvertible {
+    /// The resource kind of listeners.
+    public static let kind = ResourceKind(name: "socket.listener", closeTimeout: .seconds(2))
+
+    let descriptor: GuardedDescriptor
+    private let handleSlot = Locked<ResourceHandle?>(nil)
+    /// The bound address (with the actual port when 0 was asked for).
+    public let localAddress: SocketAddress
+    private let unixPath: String?
+
+    private init(fd: Int32, address: SocketAddress, reactor: IOReactor) {
+        descriptor = GuardedDescriptor(fd, reactor: reactor)
+        localAddress = address
+        unixPath = address.unixPath
+    }
+
+    public var description: String { "SocketListener(\(localAddress))" }
+
+    /// The bound port (TCP).
+    public var port: Int { localAddress.port ?? 0 }
+
+    /// Binds and listens on `host:port` (port 0 picks a free one), with `SO_REUSEADDR`.
+    /// - Throws: ``SocketError`` (`addressInUse`, `addressNotAvailable`, `resolutionFailed`), or the scope's
+    ///   cancellation.
+    public static func bind(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        backlog: Int32 = 511,
+        in scope: ResourceScope,
+        reactor: IOReactor = .shared
+    ) async throws -> SocketListener {
+        try scope.checkCancellation()
+        let addresses = try await SocketAddress.resolve(host: host, port: port, deadline: scope.deadline)
+        return try await bind(to: addresses[0], backlog: backlog, in: scope, reactor: reactor)
+    }
+
+    /// Binds and listens on a Unix-domain socket at `path` (which must not exist; it is removed on close).
+    public static func bind(unixPath path: String, backlog: Int32 = 511, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> SocketListener {
+        try await bind(to: .unix(path: path), backlog: backlog, in: scope, reactor: reactor)
+    }
+
+    /// Binds and listens on `address`.
+    public static func bind(to address: SocketAddress, backlog: Int32 = 511, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> SocketListener {
+        try scope.checkCancellation()
+        let fd = socket(address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketError.from(errno: errno, call: "socket") }
+        var one: Int32 = 1
+        if address.family != .unix {
+            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if address.withSockAddr({ Glibc.bind(fd, $0, $1) }) != 0 {
+            let error = SocketError.from(errno: errno, call: "bind")
+            Syscall.close(fd)
+            throw error
+        }
+        if Glibc.listen(fd, backlog) != 0 {
+            let error = SocketError.from(errno: errno, call: "listen")
+            Syscall.close(fd)
+            throw error
+        }
+        let bound = SocketConnection.address(of: fd, peer: false) ?? address
+        let listener = SocketListener(fd: fd, address: address.family == .unix ? address : bound, reactor: reactor)
+        let handle = try await scope.register(listener, kind: kind, label: address.family == .unix ? "unix listener" : "tcp listener")
+        listener.handleSlot.withLock { $0 = handle }
+        return listener
+    }
+
+    /// Waits for the next connection and registers it in `scope`.
+    ///
+    /// Cancellation: see the type's documentation. A connection accepted at the instant the scope is
+    /// cancelled is closed at once (registration into a cancelled scope), never leaked.
+    /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError``.
+    public func accept(in scope: ResourceScope) async throws -> SocketConnection {
+        let handle = handleSlot.withLock { $0 }
+        let fd = try await descriptor.perform(.readable, boundTo: handle) { listening -> Int32? in
+            let fd = rk_accept_nonblocking(listening)
+            if fd >= 0 { return fd }
+            let error = errno
+            // Connections that died in the queue are not our failure: wait for the next one.
+            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED || error == EPROTO { return nil }
+            throw SocketError.from(errno: error, call: "accept")
+        }
+        let connection = SocketConnection(fd: fd, reactor: descriptor.reactor)
+        _ = try await connection.register(in: scope, label: "accepted")
+        if localAddress.family != .unix { connection.setNoDelay(true) }
+        return connection
+    }
+
+    /// Shuts the listener down (wakes nothing by itself: ResourceKit already resumed blocked accepts).
+    public func cancel() {
+        descriptor.ifOpen { fd in _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    /// Closes the descriptor exactly once and removes a Unix socket's path.
+    public func close() async throws {
+        if descriptor.close(), let unixPath {
+            unlink(unixPath)
+        }
+        handleSlot.withLock { $0 = nil }
+    }
+}
