@@ -48,62 +48,66 @@ import Testing
     /// After cancel no further chunk is started: a chunk job still queued is dropped, and the read returns at
     /// once (the pool's own tests show that a dropped job never runs).
     @Test func queuedChunkIsDroppedOnCancel() async throws {
-        let path = try Self.makeFile((0..<1024).map { UInt8(truncatingIfNeeded: $0) })
-        defer { unlink(path) }
-        let pool = BlockingPool(threadCount: 1, name: "t.file.pool")
-        defer { pool.shutdown() }
-        let registry = ResourceRegistry()
-        try await withResourceScope("file", registry: registry) { scope in
-            let reader = try await FileReader.open(path: path, chunkSize: 16, in: scope, pool: pool)
-            let gate = Locked<Bool>(false)
-            let blockerStarted = Atomic<Bool>(false)
-            // Occupy the only pool thread so the reader's chunk job stays queued.
-            let blocker = Task {
-                try await pool.run {
-                    blockerStarted.store(true, ordering: .relaxed)
-                    while !gate.withLock({ $0 }) { sched_yield() }
+        try await exclusively {
+            let path = try Self.makeFile((0..<1024).map { UInt8(truncatingIfNeeded: $0) })
+            defer { unlink(path) }
+            let pool = BlockingPool(threadCount: 1, name: "t.file.pool")
+            defer { pool.shutdown() }
+            let registry = ResourceRegistry()
+            try await withResourceScope("file", registry: registry) { scope in
+                let reader = try await FileReader.open(path: path, chunkSize: 16, in: scope, pool: pool)
+                let gate = Locked<Bool>(false)
+                let blockerStarted = Atomic<Bool>(false)
+                // Occupy the only pool thread so the reader's chunk job stays queued.
+                let blocker = Task {
+                    try await pool.run {
+                        blockerStarted.store(true, ordering: .relaxed)
+                        while !gate.withLock({ $0 }) { sched_yield() }
+                    }
                 }
+                try await waitUntil { !(!blockerStarted.load(ordering: .relaxed)) }
+                let reading = Task { try await reader.read() }
+                try await waitUntil { !(pool.queuedCount == 0) }
+                let cancelled = ContinuousClock.now
+                reading.cancel()
+                await #expect(throws: CancellationError.self) { try await reading.value }
+                #expect(ContinuousClock.now - cancelled < .milliseconds(50))
+                gate.withLock { $0 = true }
+                try await blocker.value
+                // The dropped chunk did not move the offset: the next read starts at byte 0.
+                #expect(try await reader.read() == (0..<16).map { UInt8($0) })
             }
-            try await waitUntil { !(!blockerStarted.load(ordering: .relaxed)) }
-            let reading = Task { try await reader.read() }
-            try await waitUntil { !(pool.queuedCount == 0) }
-            let cancelled = ContinuousClock.now
-            reading.cancel()
-            await #expect(throws: CancellationError.self) { try await reading.value }
-            #expect(ContinuousClock.now - cancelled < .milliseconds(50))
-            gate.withLock { $0 = true }
-            try await blocker.value
-            // The dropped chunk did not move the offset: the next read starts at byte 0.
-            #expect(try await reader.read() == (0..<16).map { UInt8($0) })
+            #expect(registry.liveCount == 0)
         }
-        #expect(registry.liveCount == 0)
     }
 
     @Test func followModeSeesGrowthAndIsCancellable() async throws {
-        let path = try Self.makeFile(Array("start\n".utf8))
-        defer { unlink(path) }
-        let registry = ResourceRegistry()
-        let reactor = IOReactor(name: "t.file.follow")
-        defer { reactor.shutdown() }
-        let lines = AsyncStream<String>.makeStream()
-        let follower = Task {
-            try await withResourceScope("tail", registry: registry) { scope in
-                let reader = try await FileReader.open(path: path, follow: true, in: scope, reactor: reactor)
-                for try await line in reader.lines() { lines.continuation.yield(line) }
+        try await exclusively {
+            let path = try Self.makeFile(Array("start\n".utf8))
+            defer { unlink(path) }
+            let registry = ResourceRegistry()
+            let reactor = IOReactor(name: "t.file.follow")
+            defer { reactor.shutdown() }
+            let lines = AsyncStream<String>.makeStream()
+            let follower = Task {
+                try await withResourceScope("tail", registry: registry) { scope in
+                    let reader = try await FileReader.open(path: path, follow: true, in: scope, reactor: reactor)
+                    for try await line in reader.lines() { lines.continuation.yield(line) }
+                }
             }
+            var iterator = lines.stream.makeAsyncIterator()
+            #expect(await iterator.next() == "start")
+            let fd = open(path, O_WRONLY | O_APPEND)
+            _ = Array("grown\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            Syscall.close(fd)
+            #expect(await iterator.next() == "grown")
+            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+            let cancelled = ContinuousClock.now
+            follower.cancel()
+            await #expect(throws: CancellationError.self) { try await follower.value }
+            #expect(ContinuousClock.now - cancelled < .milliseconds(50))
+            #expect(registry.liveCount == 0)
         }
-        var iterator = lines.stream.makeAsyncIterator()
-        #expect(await iterator.next() == "start")
-        let fd = open(path, O_WRONLY | O_APPEND)
-        _ = Array("grown\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        Syscall.close(fd)
-        #expect(await iterator.next() == "grown")
-        try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
-        let cancelled = ContinuousClock.now
-        follower.cancel()
-        await #expect(throws: CancellationError.self) { try await follower.value }
-        #expect(ContinuousClock.now - cancelled < .milliseconds(50))
-        #expect(registry.liveCount == 0)
     }
 
     @Test func typedErrorsNameThePath() async throws {

@@ -15,33 +15,35 @@ import Testing
 
     /// A FIFO whose writer stays open and silent: the blocked read returns within 50 ms of `task.cancel()`.
     @Test func blockedFIFOReadReturnsWithin50msOfCancel() async throws {
-        let path = try Self.makeFIFO()
-        defer { unlink(path) }
-        let registry = ResourceRegistry()
-        let reactor = IOReactor(name: "t.fifo")
-        defer { reactor.shutdown() }
-        var latencies: [Duration] = []
-        for _ in 0..<5 {
-            // The writer exists before the reader opens (O_RDWR opens a FIFO without waiting for a reader) and
-            // stays silent, so the read can only block.
-            let writer = open(path, O_RDWR | O_NONBLOCK)
-            try #require(writer >= 0)
-            let task = Task {
-                try await withResourceScope("fifo", registry: registry) { scope in
-                    let reader = try await StreamReader.open(path: path, in: scope, reactor: reactor)
-                    return try await reader.read()
+        try await exclusively {
+            let path = try Self.makeFIFO()
+            defer { unlink(path) }
+            let registry = ResourceRegistry()
+            let reactor = IOReactor(name: "t.fifo")
+            defer { reactor.shutdown() }
+            var latencies: [Duration] = []
+            for _ in 0..<5 {
+                // The writer exists before the reader opens (O_RDWR opens a FIFO without waiting for a reader) and
+                // stays silent, so the read can only block.
+                let writer = open(path, O_RDWR | O_NONBLOCK)
+                try #require(writer >= 0)
+                let task = Task {
+                    try await withResourceScope("fifo", registry: registry) { scope in
+                        let reader = try await StreamReader.open(path: path, in: scope, reactor: reactor)
+                        return try await reader.read()
+                    }
                 }
+                try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+                let cancelled = ContinuousClock.now
+                task.cancel()
+                let result = await task.result
+                latencies.append(ContinuousClock.now - cancelled)
+                #expect(throws: CancellationError.self) { try result.get() }
+                Syscall.close(writer)
             }
-            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
-            let cancelled = ContinuousClock.now
-            task.cancel()
-            let result = await task.result
-            latencies.append(ContinuousClock.now - cancelled)
-            #expect(throws: CancellationError.self) { try result.get() }
-            Syscall.close(writer)
+            #expect(latencies.sorted()[2] < .milliseconds(50), "latencies \(latencies)")
+            #expect(registry.liveCount == 0)
         }
-        #expect(latencies.sorted()[2] < .milliseconds(50), "latencies \(latencies)")
-        #expect(registry.liveCount == 0)
     }
 
     @Test func fifoDeadlineIsItsOwnErrorAndClosesTheDescriptor() async throws {

@@ -15,37 +15,39 @@ import Testing
 
     /// A queued job that is cancelled never runs; a running job's caller resumes at once and its hook runs.
     @Test func queuedJobIsDroppedAndRunningJobResumesAtOnce() async throws {
-        let pool = BlockingPool(threadCount: 1, name: "test.pool.cancel")
-        defer { pool.shutdown() }
-        let gate = try PipeResource()
-        defer { Syscall.close(gate.readFD); Syscall.close(gate.writeFD) }
-        let blockerStarted = Atomic<Bool>(false)
-        let hookRan = Atomic<Bool>(false)
-        let readFD = gate.readFD
-        // Occupies the only thread with a truly blocking call until the hook opens the gate.
-        let blocker = Task {
-            try await pool.run(onCancel: { _ in hookRan.store(true, ordering: .relaxed); gate.writeByte() }) {
-                blockerStarted.store(true, ordering: .relaxed)
-                var pfd = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
-                _ = poll(&pfd, 1, 10_000)
+        try await exclusively {
+            let pool = BlockingPool(threadCount: 1, name: "test.pool.cancel")
+            defer { pool.shutdown() }
+            let gate = try PipeResource()
+            defer { Syscall.close(gate.readFD); Syscall.close(gate.writeFD) }
+            let blockerStarted = Atomic<Bool>(false)
+            let hookRan = Atomic<Bool>(false)
+            let readFD = gate.readFD
+            // Occupies the only thread with a truly blocking call until the hook opens the gate.
+            let blocker = Task {
+                try await pool.run(onCancel: { _ in hookRan.store(true, ordering: .relaxed); gate.writeByte() }) {
+                    blockerStarted.store(true, ordering: .relaxed)
+                    var pfd = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&pfd, 1, 10_000)
+                }
             }
+            try await waitUntil { !(!blockerStarted.load(ordering: .relaxed)) }
+            let queuedRan = Atomic<Bool>(false)
+            let queued = Task { try await pool.run { queuedRan.store(true, ordering: .relaxed) } }
+            try await waitUntil { !(pool.queuedCount == 0) }
+            queued.cancel()
+            await #expect(throws: CancellationError.self) { try await queued.value }
+            let cancelled = ContinuousClock.now
+            blocker.cancel()
+            await #expect(throws: CancellationError.self) { try await blocker.value }
+            #expect(ContinuousClock.now - cancelled < .milliseconds(50))
+            let hook = hookRan.load(ordering: .relaxed)
+            #expect(hook)
+            // Drain: a later job runs, proving the dropped one was skipped rather than run.
+            try await pool.run {}
+            let ran = queuedRan.load(ordering: .relaxed)
+            #expect(!ran)
         }
-        try await waitUntil { !(!blockerStarted.load(ordering: .relaxed)) }
-        let queuedRan = Atomic<Bool>(false)
-        let queued = Task { try await pool.run { queuedRan.store(true, ordering: .relaxed) } }
-        try await waitUntil { !(pool.queuedCount == 0) }
-        queued.cancel()
-        await #expect(throws: CancellationError.self) { try await queued.value }
-        let cancelled = ContinuousClock.now
-        blocker.cancel()
-        await #expect(throws: CancellationError.self) { try await blocker.value }
-        #expect(ContinuousClock.now - cancelled < .milliseconds(50))
-        let hook = hookRan.load(ordering: .relaxed)
-        #expect(hook)
-        // Drain: a later job runs, proving the dropped one was skipped rather than run.
-        try await pool.run {}
-        let ran = queuedRan.load(ordering: .relaxed)
-        #expect(!ran)
     }
 
     @Test func fullQueueAndShutdownGiveTypedErrors() async throws {

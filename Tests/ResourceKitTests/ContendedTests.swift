@@ -12,173 +12,181 @@ import TestSupport
 /// not measure another test's load.
 @Suite(.serialized) struct ContendedTests {
     @Test func tenThousandRandomPointCancellations() async throws {
-        let registry = ResourceRegistry()
-        let reactor = IOReactor(name: "test.reactor.race")
-        defer { reactor.shutdown() }
-        let cancellers = Cancellers()
-        let baseline = ProcFD.count
-        var inodes = Set<UInt64>()
-        var pipes: [PipeResource] = []
-        var outcomes = (completed: 0, cancelled: 0)
-        for i in 0..<10_000 {
-            let pipe = try PipeResource(reactor: reactor)
-            inodes.insert(pipe.inode)
-            pipes.append(pipe)
-            let mode = i % 5
-            if mode == 2 { pipe.writeByte() }  // completes on its own: cancel lands after completion
-            let task = Task {
-                try await withResourceScope("race", registry: registry) { scope in
-                    let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
-                    return try await pipe.readByte(boundTo: handle)
+        try await exclusively {
+            let registry = ResourceRegistry()
+            let reactor = IOReactor(name: "test.reactor.race")
+            defer { reactor.shutdown() }
+            let cancellers = Cancellers()
+            let baseline = ProcFD.count
+            var inodes = Set<UInt64>()
+            var pipes: [PipeResource] = []
+            var outcomes = (completed: 0, cancelled: 0)
+            for i in 0..<10_000 {
+                let pipe = try PipeResource(reactor: reactor)
+                inodes.insert(pipe.inode)
+                pipes.append(pipe)
+                let mode = i % 5
+                if mode == 2 { pipe.writeByte() }  // completes on its own: cancel lands after completion
+                let task = Task {
+                    try await withResourceScope("race", registry: registry) { scope in
+                        let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
+                        return try await pipe.readByte(boundTo: handle)
+                    }
+                }
+                let spins = Int.random(in: 0..<3_000)
+                switch mode {
+                case 0: task.cancel()  // most likely before the operation starts
+                case 1: cancellers.fire(4, spins: spins) { task.cancel() }  // concurrently from 4 threads
+                case 2: cancellers.fire(1, spins: spins) { task.cancel() }
+                case 3: cancellers.fire(2, spins: spins) { task.cancel() }  // twice
+                default:
+                    cancellers.fire(1, spins: spins) { pipe.writeByte() }  // completion races the cancel
+                    cancellers.fire(1, spins: spins) { task.cancel() }
+                }
+                switch await task.result {
+                case .success(let byte):
+                    #expect(byte == 1)
+                    outcomes.completed += 1
+                case .failure(let error):
+                    #expect(error is CancellationError, "unexpected \(error)")
+                    outcomes.cancelled += 1
                 }
             }
-            let spins = Int.random(in: 0..<3_000)
-            switch mode {
-            case 0: task.cancel()  // most likely before the operation starts
-            case 1: cancellers.fire(4, spins: spins) { task.cancel() }  // concurrently from 4 threads
-            case 2: cancellers.fire(1, spins: spins) { task.cancel() }
-            case 3: cancellers.fire(2, spins: spins) { task.cancel() }  // twice
-            default:
-                cancellers.fire(1, spins: spins) { pipe.writeByte() }  // completion races the cancel
-                cancellers.fire(1, spins: spins) { task.cancel() }
-            }
-            switch await task.result {
-            case .success(let byte):
-                #expect(byte == 1)
-                outcomes.completed += 1
-            case .failure(let error):
-                #expect(error is CancellationError, "unexpected \(error)")
-                outcomes.cancelled += 1
-            }
+            cancellers.drain()
+            #expect(outcomes.completed + outcomes.cancelled == 10_000)
+            #expect(outcomes.completed >= 1_000)  // mode-2 iterations have data before they start; most complete
+            #expect(outcomes.cancelled >= 2_000)
+            let closedOnce = pipes.allSatisfy { $0.closeCount.load(ordering: .relaxed) == 1 }
+            #expect(closedOnce)
+            #expect(registry.liveCount == 0)
+            #expect(reactor.waitingDescriptorCount == 0)
+            #expect(ProcFD.openPipes(inodes) == 0)
+            let counters = registry.snapshot().counters[PipeResource.kind.name]
+            #expect(counters?.acquired == counters?.closed)
+            // Other suites run in parallel and open descriptors of their own; ours are all gone (above), so the
+            // total can only exceed the baseline by what they hold at this instant.
+            #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
+            print("scope race: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, p50 cancel latency \(counters?.cancellationLatency.p50.map { "\($0)" } ?? "-")")
         }
-        cancellers.drain()
-        #expect(outcomes.completed + outcomes.cancelled == 10_000)
-        #expect(outcomes.completed >= 1_000)  // mode-2 iterations have data before they start; most complete
-        #expect(outcomes.cancelled >= 2_000)
-        let closedOnce = pipes.allSatisfy { $0.closeCount.load(ordering: .relaxed) == 1 }
-        #expect(closedOnce)
-        #expect(registry.liveCount == 0)
-        #expect(reactor.waitingDescriptorCount == 0)
-        #expect(ProcFD.openPipes(inodes) == 0)
-        let counters = registry.snapshot().counters[PipeResource.kind.name]
-        #expect(counters?.acquired == counters?.closed)
-        // Other suites run in parallel and open descriptors of their own; ours are all gone (above), so the
-        // total can only exceed the baseline by what they hold at this instant.
-        #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
-        print("scope race: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, p50 cancel latency \(counters?.cancellationLatency.p50.map { "\($0)" } ?? "-")")
     }
 
     /// Must show: a reactor wait on a pipe whose writer stays silent returns within 50 ms of `task.cancel()`.
     /// Five rounds; the median must be within the bound (one round may catch a parallel test's burst).
     @Test func blockedPipeReadReturnsWithin50msOfCancel() async throws {
-        let reactor = IOReactor(name: "test.reactor.latency")
-        defer { reactor.shutdown() }
-        var latencies: [Duration] = []
-        for _ in 0..<5 {
-            let registry = ResourceRegistry()
-            let pipe = try PipeResource(reactor: reactor)
-            let task = Task {
-                try await withResourceScope("latency", registry: registry) { scope in
-                    let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
-                    _ = try await pipe.readByte(boundTo: handle)
+        try await exclusively {
+            let reactor = IOReactor(name: "test.reactor.latency")
+            defer { reactor.shutdown() }
+            var latencies: [Duration] = []
+            for _ in 0..<5 {
+                let registry = ResourceRegistry()
+                let pipe = try PipeResource(reactor: reactor)
+                let task = Task {
+                    try await withResourceScope("latency", registry: registry) { scope in
+                        let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
+                        _ = try await pipe.readByte(boundTo: handle)
+                    }
                 }
+                // The event we wait for: the read is parked in the reactor.
+                try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+                let cancelled = ContinuousClock.now
+                task.cancel()
+                let result = await task.result
+                latencies.append(ContinuousClock.now - cancelled)
+                #expect(throws: CancellationError.self) { try result.get() }
+                let cancels = pipe.cancelCount.load(ordering: .relaxed)
+                let closes = pipe.closeCount.load(ordering: .relaxed)
+                #expect(cancels == 1)
+                #expect(closes == 1)
+                #expect(registry.liveCount == 0)
+                #expect(ProcFD.openPipes([pipe.inode]) == 0)
+                #expect(reactor.waitingDescriptorCount == 0)
+                let latency = registry.snapshot().counters[PipeResource.kind.name]?.cancellationLatency
+                #expect(latency?.count == 1)
             }
-            // The event we wait for: the read is parked in the reactor.
-            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
-            let cancelled = ContinuousClock.now
-            task.cancel()
-            let result = await task.result
-            latencies.append(ContinuousClock.now - cancelled)
-            #expect(throws: CancellationError.self) { try result.get() }
-            let cancels = pipe.cancelCount.load(ordering: .relaxed)
-            let closes = pipe.closeCount.load(ordering: .relaxed)
-            #expect(cancels == 1)
-            #expect(closes == 1)
-            #expect(registry.liveCount == 0)
-            #expect(ProcFD.openPipes([pipe.inode]) == 0)
-            #expect(reactor.waitingDescriptorCount == 0)
-            let latency = registry.snapshot().counters[PipeResource.kind.name]?.cancellationLatency
-            #expect(latency?.count == 1)
+            let median = latencies.sorted()[2]
+            #expect(median < .milliseconds(50), "cancel-to-return latencies \(latencies)")
         }
-        let median = latencies.sorted()[2]
-        #expect(median < .milliseconds(50), "cancel-to-return latencies \(latencies)")
     }
 
     /// Must hold 10,000 concurrent waits; all resume on cancellation and nothing is left registered.
     @Test func tenThousandConcurrentWaitsAllCancelled() async throws {
-        let reactor = IOReactor(name: "test.reactor.scale")
-        defer { reactor.shutdown() }
-        let baseline = ProcFD.count
-        let count = 10_000
-        var fds: [Int32] = []
-        for _ in 0..<count {
-            let fd = rk_eventfd_create()
-            try #require(fd >= 0)
-            fds.append(fd)
-        }
-        let waiting = fds
-        let outcomes = Task {
-            await withTaskGroup(of: Bool.self) { group in
-                for fd in waiting {
-                    group.addTask {
-                        do {
-                            try await reactor.wait(for: fd, .readable)
-                            return false
-                        } catch {
-                            return error is CancellationError
+        try await exclusively {
+            let reactor = IOReactor(name: "test.reactor.scale")
+            defer { reactor.shutdown() }
+            let baseline = ProcFD.count
+            let count = 10_000
+            var fds: [Int32] = []
+            for _ in 0..<count {
+                let fd = rk_eventfd_create()
+                try #require(fd >= 0)
+                fds.append(fd)
+            }
+            let waiting = fds
+            let outcomes = Task {
+                await withTaskGroup(of: Bool.self) { group in
+                    for fd in waiting {
+                        group.addTask {
+                            do {
+                                try await reactor.wait(for: fd, .readable)
+                                return false
+                            } catch {
+                                return error is CancellationError
+                            }
                         }
                     }
+                    var cancelled = 0
+                    for await wasCancelled in group where wasCancelled { cancelled += 1 }
+                    return cancelled
                 }
-                var cancelled = 0
-                for await wasCancelled in group where wasCancelled { cancelled += 1 }
-                return cancelled
             }
+            try await waitUntil { !(reactor.waitingDescriptorCount < count) }
+            let start = ContinuousClock.now
+            outcomes.cancel()
+            let cancelled = await outcomes.value
+            let elapsed = ContinuousClock.now - start
+            #expect(cancelled == count)
+            #expect(reactor.waitingDescriptorCount == 0)
+            #expect(elapsed < .seconds(5), "10,000 cancellations took \(elapsed)")
+            for fd in fds { Syscall.close(fd) }
+            #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
         }
-        try await waitUntil { !(reactor.waitingDescriptorCount < count) }
-        let start = ContinuousClock.now
-        outcomes.cancel()
-        let cancelled = await outcomes.value
-        let elapsed = ContinuousClock.now - start
-        #expect(cancelled == count)
-        #expect(reactor.waitingDescriptorCount == 0)
-        #expect(elapsed < .seconds(5), "10,000 cancellations took \(elapsed)")
-        for fd in fds { Syscall.close(fd) }
-        #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
     }
 
     /// 10,000 operations; each is completed by one thread while up to four others cancel it at a random
     /// point. Every waiter resumes exactly once (a double resume would trap), the hook runs at most once, and
     /// the outcome is either the value or `CancellationError`.
     @Test func randomPointRaceFromFourThreads() async throws {
-        let cancellers = Cancellers()
-        let completer = DispatchQueue(label: "test.completer")
-        var completed = 0
-        var cancelled = 0
-        for i in 0..<10_000 {
-            let cell = CancellationCell<Int>()
-            let hookRuns = Atomic<Int>(0)
-            let spins = Int.random(in: 0..<400)
-            let cancelCount = [1, 2, 4][i % 3]
-            if i % 7 == 0 { cell.cancel() }  // before start
-            cancellers.fire(cancelCount, spins: spins) { cell.cancel() }
-            do {
-                let value = try await cell.run(onCancel: { _ in hookRuns.add(1, ordering: .relaxed) }) { cell in
-                    completer.async {
-                        cancellers.spin(Int.random(in: 0..<400))
-                        cell.succeed(i)
+        try await exclusively {
+            let cancellers = Cancellers()
+            let completer = DispatchQueue(label: "test.completer")
+            var completed = 0
+            var cancelled = 0
+            for i in 0..<10_000 {
+                let cell = CancellationCell<Int>()
+                let hookRuns = Atomic<Int>(0)
+                let spins = Int.random(in: 0..<400)
+                let cancelCount = [1, 2, 4][i % 3]
+                if i % 7 == 0 { cell.cancel() }  // before start
+                cancellers.fire(cancelCount, spins: spins) { cell.cancel() }
+                do {
+                    let value = try await cell.run(onCancel: { _ in hookRuns.add(1, ordering: .relaxed) }) { cell in
+                        completer.async {
+                            cancellers.spin(Int.random(in: 0..<400))
+                            cell.succeed(i)
+                        }
                     }
+                    #expect(value == i)
+                    completed += 1
+                } catch is CancellationError {
+                    cancelled += 1
                 }
-                #expect(value == i)
-                completed += 1
-            } catch is CancellationError {
-                cancelled += 1
+                let hooks = hookRuns.load(ordering: .relaxed)
+                #expect(hooks <= 1)
             }
-            let hooks = hookRuns.load(ordering: .relaxed)
-            #expect(hooks <= 1)
+            cancellers.drain()
+            completer.sync {}
+            #expect(completed + cancelled == 10_000)
+            #expect(cancelled >= 10_000 / 7)
         }
-        cancellers.drain()
-        completer.sync {}
-        #expect(completed + cancelled == 10_000)
-        #expect(cancelled >= 10_000 / 7)
     }
 }

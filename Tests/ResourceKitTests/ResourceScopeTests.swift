@@ -5,7 +5,8 @@ import TestSupport
 
 /// Scopes: ordering, exactly-once close, propagation, level-triggered cancellation, bad input.
 @Suite struct ResourceScopeTests {
-    let kind = ResourceKind(name: "test.recording", closeTimeout: .milliseconds(200))
+    let kind = ResourceKind(name: "test.recording", closeTimeout: .seconds(5))
+    let hangingKind = ResourceKind(name: "test.hanging", closeTimeout: .milliseconds(200))
 
     @Test func closesLastAcquiredFirstExactlyOnce() async throws {
         let registry = ResourceRegistry()
@@ -199,11 +200,11 @@ import TestSupport
         let log = CloseLog()
         let started = ContinuousClock.now
         try await withResourceScope("hanging", registry: registry) { scope in
-            try await scope.register(RecordingResource("stuck", log: log, behaviour: .hanging), kind: kind, label: "stuck")
+            try await scope.register(RecordingResource("stuck", log: log, behaviour: .hanging), kind: hangingKind, label: "stuck")
         }
         let elapsed = ContinuousClock.now - started
         #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(2))
-        let counters = registry.snapshot().counters[kind.name]
+        let counters = registry.snapshot().counters[hangingKind.name]
         #expect(counters?.closeTimedOut == 1)
         #expect(counters?.leaked == 1)
         #expect(registry.liveCount == 0)
@@ -267,7 +268,7 @@ import TestSupport
             #expect(snapshot.live.first?.info.label == "a")
             #expect(snapshot.live.first?.info.scopePath == "snap")
             #expect(snapshot.kinds.map(\.name) == [kind.name])
-            #expect(registry.kind(named: kind.name)?.closeTimeout == .milliseconds(200))
+            #expect(registry.kind(named: kind.name)?.closeTimeout == .seconds(5))
         }
     }
 

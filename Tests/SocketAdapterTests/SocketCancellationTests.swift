@@ -9,91 +9,97 @@ import Testing
 @Suite struct SocketCancellationTests {
     /// A peer that accepts and never writes: the blocked read returns within 50 ms of `task.cancel()`.
     @Test func blockedReadOnSilentPeerReturnsWithin50ms() async throws {
-        let registry = ResourceRegistry()
-        let clientReactor = IOReactor(name: "t.sock.read")
-        defer { clientReactor.shutdown() }
-        try await withResourceScope("server", registry: registry) { server in
-            let listener = try await SocketListener.bind(in: server)
-            var latencies: [Duration] = []
-            for _ in 0..<5 {
-                let connected = AsyncStream<Void>.makeStream()
-                let client = Task {
-                    try await withResourceScope("client") { scope in
-                        let connection = try await SocketConnection.connect(
-                            host: "127.0.0.1", port: listener.port, in: scope, reactor: clientReactor)
-                        connected.continuation.yield()
-                        return try await connection.read(upTo: 1024)
+        try await exclusively {
+            let registry = ResourceRegistry()
+            let clientReactor = IOReactor(name: "t.sock.read")
+            defer { clientReactor.shutdown() }
+            try await withResourceScope("server", registry: registry) { server in
+                let listener = try await SocketListener.bind(in: server)
+                var latencies: [Duration] = []
+                for _ in 0..<5 {
+                    let connected = AsyncStream<Void>.makeStream()
+                    let client = Task {
+                        try await withResourceScope("client") { scope in
+                            let connection = try await SocketConnection.connect(
+                                host: "127.0.0.1", port: listener.port, in: scope, reactor: clientReactor)
+                            connected.continuation.yield()
+                            return try await connection.read(upTo: 1024)
+                        }
                     }
+                    let accepted = try await listener.accept(in: server)  // held open and silent
+                    for await _ in connected.stream { break }
+                    // The event we wait for: the read is parked in the (client's own) reactor.
+                    try await waitUntil { !(clientReactor.waitingDescriptorCount == 0) }
+                    let cancelled = ContinuousClock.now
+                    client.cancel()
+                    let result = await client.result
+                    latencies.append(ContinuousClock.now - cancelled)
+                    #expect(throws: CancellationError.self) { try result.get() }
+                    _ = accepted
                 }
-                let accepted = try await listener.accept(in: server)  // held open and silent
-                for await _ in connected.stream { break }
-                // The event we wait for: the read is parked in the (client's own) reactor.
-                try await waitUntil { !(clientReactor.waitingDescriptorCount == 0) }
-                let cancelled = ContinuousClock.now
-                client.cancel()
-                let result = await client.result
-                latencies.append(ContinuousClock.now - cancelled)
-                #expect(throws: CancellationError.self) { try result.get() }
-                _ = accepted
+                let median = latencies.sorted()[2]
+                #expect(median < .milliseconds(50), "latencies \(latencies)")
             }
-            let median = latencies.sorted()[2]
-            #expect(median < .milliseconds(50), "latencies \(latencies)")
+            #expect(registry.liveCount == 0)
         }
-        #expect(registry.liveCount == 0)
     }
 
     @Test func acceptWithNoClientIsCancelledPromptly() async throws {
-        let registry = ResourceRegistry()
-        let reactor = IOReactor(name: "t.sock.accept")
-        defer { reactor.shutdown() }
-        let task = Task {
-            try await withResourceScope("accepting", registry: registry) { scope in
-                let listener = try await SocketListener.bind(in: scope, reactor: reactor)
-                return try await listener.accept(in: scope)
+        try await exclusively {
+            let registry = ResourceRegistry()
+            let reactor = IOReactor(name: "t.sock.accept")
+            defer { reactor.shutdown() }
+            let task = Task {
+                try await withResourceScope("accepting", registry: registry) { scope in
+                    let listener = try await SocketListener.bind(in: scope, reactor: reactor)
+                    return try await listener.accept(in: scope)
+                }
             }
+            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+            let cancelled = ContinuousClock.now
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(ContinuousClock.now - cancelled < .milliseconds(100))
+            #expect(registry.liveCount == 0)
         }
-        try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
-        let cancelled = ContinuousClock.now
-        task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(ContinuousClock.now - cancelled < .milliseconds(100))
-        #expect(registry.liveCount == 0)
     }
 
     /// A listener with a full accept queue drops further SYNs: the next connect stays in progress until
     /// cancelled.
     @Test func connectThatCannotCompleteIsCancelledPromptly() async throws {
-        let registry = ResourceRegistry()
-        let reactor = IOReactor(name: "t.sock.connect")
-        defer { reactor.shutdown() }
-        try await withResourceScope("backlog", registry: registry) { scope in
-            let listener = try await SocketListener.bind(backlog: 0, in: scope)
-            // Fill the accept queue (Linux holds backlog + 1 established connections) without accepting; the
-            // first connect that cannot complete within 300 ms shows the queue is full.
-            var fillers: [SocketConnection] = []
-            var full = false
-            for _ in 0..<8 {
-                do {
-                    fillers.append(try await SocketConnection.connect(
-                        host: "127.0.0.1", port: listener.port, in: scope, deadline: .after(.milliseconds(300))))
-                } catch is DeadlineExceededError {
-                    full = true
-                    break
+        try await exclusively {
+            let registry = ResourceRegistry()
+            let reactor = IOReactor(name: "t.sock.connect")
+            defer { reactor.shutdown() }
+            try await withResourceScope("backlog", registry: registry) { scope in
+                let listener = try await SocketListener.bind(backlog: 0, in: scope)
+                // Fill the accept queue (Linux holds backlog + 1 established connections) without accepting; the
+                // first connect that cannot complete within 300 ms shows the queue is full.
+                var fillers: [SocketConnection] = []
+                var full = false
+                for _ in 0..<8 {
+                    do {
+                        fillers.append(try await SocketConnection.connect(
+                            host: "127.0.0.1", port: listener.port, in: scope, deadline: .after(.milliseconds(300))))
+                    } catch is DeadlineExceededError {
+                        full = true
+                        break
+                    }
                 }
+                try #require(full, "the accept queue never filled up")
+                let pending: Task<SocketConnection, any Error>? = Task {
+                    try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+                }
+                let attempt = try #require(pending)
+                try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+                let cancelled = ContinuousClock.now
+                attempt.cancel()
+                await #expect(throws: CancellationError.self) { try await attempt.value }
+                #expect(ContinuousClock.now - cancelled < .milliseconds(100))
+                _ = fillers
             }
-            try #require(full, "the accept queue never filled up")
-            let pending: Task<SocketConnection, any Error>? = Task {
-                try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
-            }
-            let attempt = try #require(pending)
-            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
-            let cancelled = ContinuousClock.now
-            attempt.cancel()
-            await #expect(throws: CancellationError.self) { try await attempt.value }
-            #expect(ContinuousClock.now - cancelled < .milliseconds(100))
-            _ = fillers
+            #expect(registry.liveCount == 0)
         }
-        #expect(registry.liveCount == 0)
     }
 
     /// A scope deadline on a blocked read: its own error, and the descriptor is closed.

@@ -7,58 +7,60 @@ import Testing
 /// once: all resume, the descriptor count returns to baseline, the registry is empty.
 @Suite(.serialized) struct SocketScaleTests {
     @Test func tenThousandBlockedReadsCancelledAtOnce() async throws {
-        let count = 10_000
-        let peer = try SilentPeerProcess()
-        defer { peer.stop() }
-        let registry = ResourceRegistry()
-        let reactor = IOReactor(name: "t.sock.scale")
-        defer { reactor.shutdown() }
-        let baseline = ProcFD.count
-        let port = peer.port
-        let readers = Task {
-            try await withResourceScope("scale", registry: registry) { scope in
-                try await withThrowingTaskGroup(of: Bool.self) { group in
-                    // Connect in waves so the peer's accept queue never overflows.
-                    var connections: [SocketConnection] = []
-                    for wave in stride(from: 0, to: count, by: 500) {
-                        let batch = try await withThrowingTaskGroup(of: SocketConnection.self) { connecting in
-                            for _ in wave..<min(wave + 500, count) {
-                                connecting.addTask {
-                                    try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope, reactor: reactor)
+        try await exclusively {
+            let count = 10_000
+            let peer = try SilentPeerProcess()
+            defer { peer.stop() }
+            let registry = ResourceRegistry()
+            let reactor = IOReactor(name: "t.sock.scale")
+            defer { reactor.shutdown() }
+            let baseline = ProcFD.count
+            let port = peer.port
+            let readers = Task {
+                try await withResourceScope("scale", registry: registry) { scope in
+                    try await withThrowingTaskGroup(of: Bool.self) { group in
+                        // Connect in waves so the peer's accept queue never overflows.
+                        var connections: [SocketConnection] = []
+                        for wave in stride(from: 0, to: count, by: 500) {
+                            let batch = try await withThrowingTaskGroup(of: SocketConnection.self) { connecting in
+                                for _ in wave..<min(wave + 500, count) {
+                                    connecting.addTask {
+                                        try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope, reactor: reactor)
+                                    }
+                                }
+                                var batch: [SocketConnection] = []
+                                for try await connection in connecting { batch.append(connection) }
+                                return batch
+                            }
+                            connections += batch
+                        }
+                        for connection in connections {
+                            group.addTask {
+                                do {
+                                    _ = try await connection.read(upTo: 64)
+                                    return false
+                                } catch {
+                                    return error is CancellationError
                                 }
                             }
-                            var batch: [SocketConnection] = []
-                            for try await connection in connecting { batch.append(connection) }
-                            return batch
                         }
-                        connections += batch
+                        var cancelled = 0
+                        for try await wasCancelled in group where wasCancelled { cancelled += 1 }
+                        return cancelled
                     }
-                    for connection in connections {
-                        group.addTask {
-                            do {
-                                _ = try await connection.read(upTo: 64)
-                                return false
-                            } catch {
-                                return error is CancellationError
-                            }
-                        }
-                    }
-                    var cancelled = 0
-                    for try await wasCancelled in group where wasCancelled { cancelled += 1 }
-                    return cancelled
                 }
             }
+            try await waitUntil { !(reactor.waitingDescriptorCount < count) }
+            #expect(registry.liveCount == count)
+            let start = ContinuousClock.now
+            readers.cancel()
+            let cancelled = try await readers.value
+            let elapsed = ContinuousClock.now - start
+            #expect(cancelled == count)
+            #expect(registry.liveCount == 0)
+            #expect(reactor.waitingDescriptorCount == 0)
+            #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
+            print("socket scale: \(count) blocked reads cancelled and closed in \(elapsed)")
         }
-        try await waitUntil { !(reactor.waitingDescriptorCount < count) }
-        #expect(registry.liveCount == count)
-        let start = ContinuousClock.now
-        readers.cancel()
-        let cancelled = try await readers.value
-        let elapsed = ContinuousClock.now - start
-        #expect(cancelled == count)
-        #expect(registry.liveCount == 0)
-        #expect(reactor.waitingDescriptorCount == 0)
-        #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
-        print("socket scale: \(count) blocked reads cancelled and closed in \(elapsed)")
     }
 }
