@@ -72,28 +72,12 @@ public final class StreamReader: ManagedResource, BufferedByteReader, CustomStri
         return reader
     }
 
-    private enum Received { case bytes([UInt8]), end }
-
     /// Reads what is available (at most `maxBytes`, at least one); `nil` once every writer is gone.
     /// Cancellation: see the type's documentation.
     public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
-        let count = max(1, maxBytes)
         let handle = handleSlot.withLock { $0 }
-        let received = try await descriptor.perform(.readable, boundTo: handle) { fd -> Received? in
-            var buffer = [UInt8](repeating: 0, count: count)
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) }
-            if n > 0 {
-                buffer.removeLast(count - n)
-                return .bytes(buffer)
-            }
-            if n == 0 { return .end }
-            let error = errno
-            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
-            throw FileError.from(errno: error, path: "stream", call: "read")
-        }
-        switch received {
-        case .bytes(let bytes): return bytes
-        case .end: return nil
+        return try await descriptor.readSome(upTo: maxBytes, boundTo: handle) {
+            FileError.from(errno: $0, path: "stream", call: "read")
         }
     }
 

@@ -116,29 +116,11 @@ public final class SocketConnection: ManagedResource, BufferedByteReader, Custom
 
     // MARK: I/O
 
-    private enum Received { case bytes([UInt8]), end }
-
     /// Reads what is available (at most `maxBytes`, at least one), `nil` at the peer's end of stream.
     /// Prefer `read(upTo:)`, which also drains the read-ahead. Cancellation: see the type's documentation.
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError`` (`connectionReset`, ...).
     public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
-        let count = max(1, maxBytes)
-        let received = try await descriptor.perform(.readable, boundTo: handle) { fd -> Received? in
-            var buffer = [UInt8](repeating: 0, count: count)
-            let n = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, count, 0) }
-            if n > 0 {
-                buffer.removeLast(count - n)
-                return .bytes(buffer)
-            }
-            if n == 0 { return .end }
-            let error = errno
-            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
-            throw SocketError.from(errno: error, call: "recv")
-        }
-        switch received {
-        case .bytes(let bytes): return bytes
-        case .end: return nil
-        }
+        try await descriptor.readSome(upTo: maxBytes, boundTo: handle) { SocketError.from(errno: $0, call: "recv") }
     }
 
     /// Writes all of `bytes`, waiting for the socket to accept more when its buffer is full (backpressure).

@@ -77,6 +77,37 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
         }
     }
 
+    private enum Received { case bytes([UInt8]), end }
+
+    /// Reads at most `maxBytes` (at least one) with `read(2)`, waiting through the reactor while nothing is
+    /// available; `nil` at the end of the stream. The building block of stream adapters' `receive(upTo:)`.
+    ///
+    /// Cancellation: as ``perform(_:boundTo:deadline:_:)``.
+    /// - Parameter failure: turns an `errno` other than `EAGAIN`/`EINTR` into the adapter's typed error.
+    public func readSome(
+        upTo maxBytes: Int,
+        boundTo handle: ResourceHandle?,
+        failure: (Int32) -> any Error
+    ) async throws -> [UInt8]? {
+        let count = max(1, maxBytes)
+        let received = try await perform(.readable, boundTo: handle) { fd -> Received? in
+            var buffer = [UInt8](repeating: 0, count: count)
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) }
+            if n > 0 {
+                buffer.removeLast(count - n)
+                return .bytes(buffer)
+            }
+            if n == 0 { return .end }
+            let error = rk_errno()
+            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
+            throw failure(error)
+        }
+        switch received {
+        case .bytes(let bytes): return bytes
+        case .end: return nil
+        }
+    }
+
     /// Closes the descriptor once: its reactor waiters fail with ``ResourceKitError/Code/descriptorClosed``,
     /// then `close(2)` runs (never retried). Returns `false` if it was already closed.
     @discardableResult
