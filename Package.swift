@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "ResourceKit", targets: ["ResourceKit"]),
         .library(name: "SocketAdapter", targets: ["SocketAdapter"]),
         .library(name: "FileAdapter", targets: ["FileAdapter"]),
+        .library(name: "PostgresAdapter", targets: ["PostgresAdapter"]),
         .executable(name: "resource-demo", targets: ["resource-demo"]),
     ],
     targets: [
@@ -25,6 +26,8 @@ let package = Package(
         ),
         .target(name: "SocketAdapter", dependencies: ["ResourceKit"], swiftSettings: strict),
         .target(name: "FileAdapter", dependencies: ["ResourceKit", "CSystemShims"], swiftSettings: strict),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .target(name: "PostgresAdapter", dependencies: ["ResourceKit", "CLibPQ"], swiftSettings: strict),
         .executableTarget(
             name: "resource-demo",
             dependencies: ["ResourceKit", "CSystemShims"],
@@ -50,6 +53,11 @@ let package = Package(
         .testTarget(
             name: "FileAdapterTests",
             dependencies: ["FileAdapter", "ResourceKit", "CSystemShims", "TestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PostgresAdapterTests",
+            dependencies: ["PostgresAdapter", "ResourceKit", "CLibPQ", "TestSupport"],
             swiftSettings: strict
         ),
     ],

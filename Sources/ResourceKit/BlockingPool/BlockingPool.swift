@@ -77,6 +77,14 @@ public final class BlockingPool: Sendable {
         }
     }
 
+    /// Queues `work` without waiting for it: the form to use inside `onCancel` or `cancel()`, which must not
+    /// block or suspend (for example, to send a Postgres cancel request).
+    /// - Returns: `false` if the pool is shut down or full (the work will not run).
+    @discardableResult
+    public func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+        enqueue(Job(execute: work, isAbandoned: { false })) == nil
+    }
+
     /// Number of jobs waiting for a thread.
     public var queuedCount: Int { parker.locked { queue.pending } }
 

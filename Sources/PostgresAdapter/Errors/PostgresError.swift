@@ -1,0 +1,51 @@
+/// A Postgres failure that is not our cancellation.
+///
+/// - ``Kind/server``: the server reported an error; ``sqlState``, ``severity``, ``message``, ``detail``,
+///   ``hint`` and ``position`` come from it. A `57014` (query_canceled) that *we* caused is never reported here:
+///   it surfaces as `CancellationError` (or `DeadlineExceededError`). A `57014` from the server's own
+///   `statement_timeout` is a failure and stays here.
+/// - ``Kind/connection``: could not connect, or the connection was lost or is broken.
+/// - ``Kind/invalidConfiguration``, ``Kind/invalidQuery``, ``Kind/decoding``, ``Kind/connectionBusy``:
+///   caller mistakes, reported before anything is sent where possible.
+///
+/// The password is never part of any description.
+public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable {
+        case server
+        case connection
+        case invalidConfiguration
+        case invalidQuery
+        case decoding
+        case connectionBusy
+        case poolClosed
+    }
+
+    public let kind: Kind
+    /// The server's message, or ours.
+    public let message: String
+    /// SQLSTATE (server errors).
+    public var sqlState: String?
+    public var severity: String?
+    public var detail: String?
+    public var hint: String?
+    /// 1-based character position in the query (server errors).
+    public var position: Int?
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    /// `true` for `57014` (query_canceled), e.g. from `statement_timeout`.
+    public var isQueryCanceled: Bool { sqlState == "57014" }
+
+    public var description: String {
+        var text = "PostgresError.\(kind.rawValue)"
+        if let sqlState { text += " \(sqlState)" }
+        if let severity { text += " \(severity)" }
+        text += ": \(message)"
+        if let detail { text += " (detail: \(detail))" }
+        if let hint { text += " (hint: \(hint))" }
+        return text
+    }
+}

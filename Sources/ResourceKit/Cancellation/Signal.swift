@@ -1,0 +1,49 @@
+/// A one-shot event: set once (any thread, non-blocking), awaited by any number of tasks.
+///
+/// Adapters use it for "the next operation must wait until X happened" (a cancel request finished, a
+/// connection drained). Waiting after the event was set returns at once.
+public final class Signal: Sendable {
+    private struct State: Sendable {
+        var isSet = false
+        var waiters: [ObjectIdentifier: CancellationCell<Void>] = [:]
+    }
+
+    private let state = Locked(State())
+
+    /// Creates an unset signal.
+    public init() {}
+
+    /// `true` once ``set()`` ran.
+    public var isSet: Bool { state.withLock { $0.isSet } }
+
+    /// Sets the event and resumes every waiter. Idempotent.
+    public func set() {
+        let waiters = state.withLock { state -> [CancellationCell<Void>] in
+            guard !state.isSet else { return [] }
+            state.isSet = true
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.succeed(()) }
+    }
+
+    /// Waits until the event is set.
+    ///
+    /// Cancellation: throws `CancellationError` at once when the task is cancelled (the event is unaffected),
+    /// ``DeadlineExceededError`` when `deadline` passes.
+    public func wait(deadline: ContinuousClock.Instant? = nil) async throws {
+        if isSet { return }
+        let cell = CancellationCell<Void>()
+        let key = ObjectIdentifier(cell)
+        try await cell.run(deadline: deadline, onCancel: { [weak self] _ in
+            _ = self?.state.withLock { $0.waiters.removeValue(forKey: key) }
+        }) { cell in
+            let alreadySet = state.withLock { state -> Bool in
+                if state.isSet { return true }
+                state.waiters[key] = cell
+                return false
+            }
+            if alreadySet { cell.succeed(()) }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+@testable import PostgresAdapter
+import ResourceKit
+import TestSupport
+import Testing
+
+/// The scenarios of shared/POSTGRES-SCENARIOS.md that apply, against a real server.
+@Suite struct PostgresCancellationTests {
+    /// Scenarios 1, 2, 3: cancel `pg_sleep(20)` mid-query for every API; `CancellationError` well under 1 s,
+    /// the backend no longer active within 1 s, and `SELECT 1` works on the same connection afterwards.
+    @Test(arguments: ["execute", "query", "stream"])
+    func cancelRunningSleepForEveryAPI(api: String) async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        try await withResourceScope("pg", registry: registry) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let pid = connection.backendPID
+            let task = Task {
+                switch api {
+                case "execute": try await connection.execute("SELECT pg_sleep(20)")
+                case "query": _ = try await connection.query("SELECT pg_sleep($1)", [20.0])
+                default:
+                    for try await _ in try await connection.stream("SELECT pg_sleep(20)") {}
+                }
+            }
+            try await TestDatabase.waitUntilActive(pid, observer: observer)
+            let cancelled = ContinuousClock.now
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(ContinuousClock.now - cancelled < .seconds(1))
+            let idleAfter = try await TestDatabase.waitUntilNotActive(pid, observer: observer)
+            #expect(idleAfter != nil, "backend still active 1 s after cancel")
+            let one = try await connection.query("SELECT 1").first?.decode(Int.self, at: 0)
+            #expect(one == 1)
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    /// Scenario 4: a query that completes before the cancel returns its result; nothing is sent.
+    @Test func cancelAfterCompletionReturnsTheResult() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let task = Task { try await connection.query("SELECT 42").first?.decode(Int.self, at: 0) }
+            let value = try await task.value
+            task.cancel()
+            #expect(value == 42)
+            #expect(connection.state.withLock { $0.cancelRequested } == nil)
+            #expect(!connection.needsReset)
+        }
+    }
+
+    /// Scenario 5: cancel inside a transaction → the transaction is failed; ROLLBACK → idle; the connection
+    /// works.
+    @Test func cancelInsideTransactionThenRollback() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            try await connection.execute("BEGIN")
+            let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
+            try await TestDatabase.waitUntilActive(connection.backendPID, observer: observer)
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            await #expect { try await connection.execute("SELECT 1") } throws: {
+                ($0 as? PostgresError)?.sqlState == "25P02"  // in_failed_sql_transaction
+            }
+            try await connection.execute("ROLLBACK")
+            #expect(try await connection.query("SELECT 1").count == 1)
+        }
+    }
+
+    /// Scenario 7: cancel while idle; scenario 8: an already-cancelled task sends nothing.
+    @Test func cancelWhileIdleAndAlreadyCancelledTask() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            connection.cancelCurrentQuery()
+            #expect(try await connection.query("SELECT 1").count == 1)
+            let task = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await connection.execute("SELECT pg_sleep(20)")
+            }
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(connection.state.withLock { $0.cancelRequested == nil && $0.inFlight == nil })
+            #expect(try await connection.query("SELECT 1").count == 1)
+        }
+    }
+
+    /// Scenario 9: cancel while iterating a huge series: the server stops (no statement_timeout involved), the
+    /// connection survives. The backend may have run megabytes ahead into the socket buffers and sits blocked
+    /// writing them, so it can only act on the cancel once the client drains; the next query drains first
+    /// (bounded by `cancelTimeout`, generous here because debug and sanitizer builds drain slowly).
+    @Test func cancelMidStreamStopsTheServer() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .seconds(60))
+            let rows = AsyncStream<Int>.makeStream()
+            let task = Task {
+                for try await row in try await connection.stream("SELECT generate_series(1, 100000000)") {
+                    rows.continuation.yield(try row.decode(Int.self, at: 0))
+                }
+            }
+            var seen = 0
+            for await _ in rows.stream {
+                seen += 1
+                if seen == 1000 { break }
+            }
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(try await connection.query("SELECT 2").first?.decode(Int.self, at: 0) == 2)
+            let stopped = try await TestDatabase.waitUntilNotActive(connection.backendPID, observer: observer)
+            #expect(stopped != nil)
+        }
+    }
+
+    /// Breaking out of a stream early also stops the server and leaves the connection usable.
+    @Test func abandonedStreamIsDrained() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            var count = 0
+            for try await _ in try await connection.stream("SELECT generate_series(1, 10000000)") {
+                count += 1
+                if count == 10 { break }
+            }
+            #expect(count == 10)
+            #expect(try await connection.query("SELECT 3").first?.decode(Int.self, at: 0) == 3)
+        }
+    }
+
+    /// Scenario 17: an explicit cancel from a sibling task surfaces as `CancellationError` (our own 57014).
+    @Test func cancelFromSiblingTask() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
+            try await TestDatabase.waitUntilActive(connection.backendPID, observer: observer)
+            connection.cancelCurrentQuery()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(try await connection.query("SELECT 1").count == 1)
+        }
+    }
+
+    /// The server's own `statement_timeout` is a failure (57014 we did not cause), not a cancellation.
+    @Test func statementTimeoutIsAFailure() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            try await connection.execute("SET statement_timeout = '50ms'")
+            await #expect { try await connection.execute("SELECT pg_sleep(5)") } throws: {
+                ($0 as? PostgresError)?.isQueryCanceled == true
+            }
+            try await connection.execute("RESET statement_timeout")
+        }
+    }
+
+    /// A scope deadline gives the core's deadline error, and the query is cancelled on the server.
+    @Test func scopeDeadlineCancelsOnServer() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("outer", registry: ResourceRegistry()) { outer in
+            let observer = try await PostgresConnection.connect(conninfo, in: outer)
+            var pid: Int32 = 0
+            await #expect(throws: DeadlineExceededError.self) {
+                try await withResourceScope("request", deadline: .after(.milliseconds(300))) { scope in
+                    let connection = try await PostgresConnection.connect(conninfo, in: scope)
+                    pid = connection.backendPID
+                    try await connection.execute("SELECT pg_sleep(20)")
+                }
+            }
+            let gone = try await TestDatabase.waitUntilNotActive(pid, observer: observer)
+            #expect(gone != nil)
+        }
+    }
+
+    /// Scenario 18: cancelling after the connection was closed is a no-op.
+    @Test func cancelAfterCloseIsANoOp() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let connection = try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            try await PostgresConnection.connect(conninfo, in: scope)
+        }
+        connection.cancelCurrentQuery()
+        connection.cancel()
+        #expect(connection.isBroken)
+        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
+    }
+}
