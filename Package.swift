@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "PostgresAdapter", dependencies: ["ResourceKit", "CLibPQ"], swiftSettings: strict),
         .executableTarget(
             name: "resource-demo",
-            dependencies: ["ResourceKit", "CSystemShims"],
+            dependencies: ["ResourceKit", "CSystemShims", "SocketAdapter", "FileAdapter", "PostgresAdapter"],
             swiftSettings: strict
         ),
         // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes.

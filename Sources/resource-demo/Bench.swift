@@ -1,0 +1,132 @@
+import CSystemShims
+import FileAdapter
+import Glibc
+import PostgresAdapter
+import ResourceKit
+import SocketAdapter
+
+/// `resource-demo bench`: cancel-to-return latencies of blocked operations, measured from a task on the
+/// cooperative pool (never the main actor). Build with `-c release` for meaningful figures.
+enum Bench {
+    struct Figure {
+        let name: String
+        var samples: [Duration]
+
+        func quantile(_ q: Double) -> Duration {
+            let sorted = samples.sorted()
+            return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * q).rounded()))]
+        }
+
+        func row(json: Bool) -> String {
+            let us = { (d: Duration) in Double(CoreTour.microseconds(d)) }
+            if json {
+                return "{\"figure\": \"\(name)\", \"unit\": \"us\", \"median\": \(us(quantile(0.5))), \"p90\": \(us(quantile(0.9))), \"p99\": \(us(quantile(0.99))), \"samples\": \(samples.count)}"
+            }
+            return "\(name.padding(toLength: 44, withPad: " ", startingAt: 0)) \(pad(us(quantile(0.5)))) \(pad(us(quantile(0.9)))) \(pad(us(quantile(0.99))))  n=\(samples.count)"
+        }
+
+        private func pad(_ value: Double) -> String {
+            let text = String(format: "%.1f", value)
+            return String(repeating: " ", count: max(0, 10 - text.count)) + text
+        }
+    }
+
+    static func run(quick: Bool, json: Bool, postgres: String?) async throws {
+        let rounds = quick ? 30 : 300
+        var figures: [Figure] = []
+        figures.append(try await socketRead(rounds: rounds))
+        figures.append(try await fifoRead(rounds: rounds))
+        let (pgReturn, pgIdle) = try await postgresCancel(rounds: quick ? 10 : 50, conninfo: postgres)
+        figures += [pgReturn, pgIdle]
+        if !json {
+            print("figure                                           median        p90        p99   (µs)")
+        }
+        for figure in figures { print(figure.row(json: json)) }
+    }
+
+    /// Cancels `task` once `parked()` holds and returns cancel-to-return.
+    static func cancelLatency<T: Sendable>(_ task: Task<T, any Error>, parked: () -> Bool) async -> Duration {
+        while !parked() { await Task.yield() }
+        let start = ContinuousClock.now
+        task.cancel()
+        _ = await task.result
+        return ContinuousClock.now - start
+    }
+
+    static func socketRead(rounds: Int) async throws -> Figure {
+        let reactor = IOReactor(name: "bench.socket")
+        defer { reactor.shutdown() }
+        var figure = Figure(name: "socket read cancel -> return", samples: [])
+        try await withResourceScope("bench.socket", registry: ResourceRegistry()) { scope in
+            let listener = try await SocketListener.bind(in: scope)
+            for _ in 0..<rounds {
+                let connection = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+                let peer = try await listener.accept(in: scope)
+                let task = Task { try await connection.read(upTo: 64) }
+                figure.samples.append(await cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
+                connection.resetConnection()
+                peer.resetConnection()
+            }
+        }
+        return figure
+    }
+
+    static func fifoRead(rounds: Int) async throws -> Figure {
+        let path = "/tmp/resource-demo-bench-\(getpid()).fifo"
+        unlink(path)
+        guard mkfifo(path, 0o600) == 0 else { throw SystemError.current("mkfifo") }
+        defer { unlink(path) }
+        let writer = open(path, O_RDWR | O_NONBLOCK)
+        defer { Syscall.close(writer) }
+        let reactor = IOReactor(name: "bench.fifo")
+        defer { reactor.shutdown() }
+        var figure = Figure(name: "FIFO read cancel -> return", samples: [])
+        try await withResourceScope("bench.fifo", registry: ResourceRegistry()) { scope in
+            for _ in 0..<rounds {
+                let reader = try await StreamReader.open(path: path, in: scope, reactor: reactor)
+                let task = Task { try await reader.read() }
+                figure.samples.append(await cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
+            }
+        }
+        return figure
+    }
+
+    static func postgresCancel(rounds: Int, conninfo configured: String?) async throws -> (Figure, Figure) {
+        var embedded: EmbeddedPostgres?
+        let conninfo: String
+        if let configured {
+            conninfo = configured
+        } else {
+            let server = try await EmbeddedPostgres.start()
+            embedded = server
+            conninfo = server.conninfo
+        }
+        var returned = Figure(name: "postgres pg_sleep cancel -> task return", samples: [])
+        var idle = Figure(name: "postgres pg_sleep cancel -> backend not active", samples: [])
+        do {
+            try await withResourceScope("bench.pg", registry: ResourceRegistry()) { scope in
+                let observer = try await PostgresConnection.connect(conninfo, in: scope)
+                let connection = try await PostgresConnection.connect(conninfo, in: scope)
+                let pid = connection.backendPID
+                func state() async throws -> String? {
+                    try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(String?.self, at: 0)
+                }
+                for _ in 0..<rounds {
+                    let task = Task { try await connection.execute("SELECT pg_sleep(30)") }
+                    while try await state() != "active" {}
+                    let start = ContinuousClock.now
+                    task.cancel()
+                    _ = await task.result
+                    returned.samples.append(ContinuousClock.now - start)
+                    while try await state() == "active" {}
+                    idle.samples.append(ContinuousClock.now - start)
+                }
+            }
+        } catch {
+            await embedded?.stop()
+            throw error
+        }
+        await embedded?.stop()
+        return (returned, idle)
+    }
+}
