@@ -8,16 +8,8 @@ import Testing
     /// Scenario 13: connecting to a server that accepts and never answers is cancelled promptly; the socket
     /// is closed.
     @Test func cancelConnectToSilentServer() async throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { Syscall.close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-        listen(listener, 16)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let silent = LoopbackPort(listen: 16)
+        let port = silent.port
         let registry = ResourceRegistry()
         let task = Task {
             try await withResourceScope("connect", registry: registry) { scope in

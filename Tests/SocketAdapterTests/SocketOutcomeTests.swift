@@ -34,15 +34,8 @@ import Testing
 
     @Test func refusedIsATypedError() async throws {
         // A port that is bound but not listening refuses connections.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        defer { Syscall.close(fd) }
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let refusing = LoopbackPort()
+        let port = refusing.port
         let registry = ResourceRegistry()
         await #expect { try await withResourceScope("refused", registry: registry) { scope in
             _ = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
