@@ -36,8 +36,7 @@ enum Bench {
         var figures: [Figure] = []
         figures.append(try await socketRead(rounds: rounds))
         figures.append(try await fifoRead(rounds: rounds))
-        let (pgReturn, pgIdle) = try await postgresCancel(rounds: quick ? 10 : 50, conninfo: postgres)
-        figures += [pgReturn, pgIdle]
+        figures += try await postgresCancel(rounds: quick ? 10 : 50, conninfo: postgres)
         if !json {
             print("figure                                           median        p90        p99   (µs)")
         }
@@ -91,7 +90,7 @@ enum Bench {
         return figure
     }
 
-    static func postgresCancel(rounds: Int, conninfo configured: String?) async throws -> (Figure, Figure) {
+    static func postgresCancel(rounds: Int, conninfo configured: String?) async throws -> [Figure] {
         var embedded: EmbeddedPostgres?
         let conninfo: String
         if let configured {
@@ -102,7 +101,8 @@ enum Bench {
             conninfo = server.conninfo
         }
         var returned = Figure(name: "postgres pg_sleep cancel -> task return", samples: [])
-        var idle = Figure(name: "postgres pg_sleep cancel -> backend not active", samples: [])
+        var idle = Figure(name: "postgres cancel request -> backend not active", samples: [])
+        var fastIdle = Figure(name: "postgres fast path -> backend not active", samples: [])
         do {
             try await withResourceScope("bench.pg", registry: ResourceRegistry()) { scope in
                 let observer = try await PostgresConnection.connect(conninfo, in: scope)
@@ -111,15 +111,19 @@ enum Bench {
                 func state() async throws -> String? {
                     try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(String?.self, at: 0)
                 }
-                for _ in 0..<rounds {
-                    let task = Task { try await connection.execute("SELECT pg_sleep(30)") }
-                    while try await state() != "active" {}
-                    let start = ContinuousClock.now
-                    task.cancel()
-                    _ = await task.result
-                    returned.samples.append(ContinuousClock.now - start)
-                    while try await state() == "active" {}
-                    idle.samples.append(ContinuousClock.now - start)
+                let channel = PostgresCancelChannel(control: try await PostgresConnection.connect(conninfo, in: scope))
+                for fast in [false, true] {
+                    connection.useCancelChannel(fast ? channel : nil)
+                    for _ in 0..<rounds {
+                        let task = Task { try await connection.execute("SELECT pg_sleep(30)") }
+                        while try await state() != "active" {}
+                        let start = ContinuousClock.now
+                        task.cancel()
+                        _ = await task.result
+                        if !fast { returned.samples.append(ContinuousClock.now - start) }
+                        while try await state() == "active" {}
+                        if fast { fastIdle.samples.append(ContinuousClock.now - start) } else { idle.samples.append(ContinuousClock.now - start) }
+                    }
                 }
             }
         } catch {
@@ -127,6 +131,6 @@ enum Bench {
             throw error
         }
         await embedded?.stop()
-        return (returned, idle)
+        return [returned, idle, fastIdle]
     }
 }

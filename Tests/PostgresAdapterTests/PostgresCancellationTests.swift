@@ -187,3 +187,55 @@ import Testing
         await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
     }
 }
+
+/// The cancel fast path: a warm control connection running `pg_cancel_backend`.
+@Suite struct PostgresFastPathTests {
+    @Test func fastPathCancelsOnTheServerAndKeepsTheGuard() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("fast", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let control = try await PostgresConnection.connect(conninfo, in: scope)
+            let channel = PostgresCancelChannel(control: control)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            connection.useCancelChannel(channel)
+            let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
+            try await TestDatabase.waitUntilActive(connection.backendPID, observer: observer)
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(try await TestDatabase.waitUntilNotActive(connection.backendPID, observer: observer) != nil)
+            #expect(channel.fastCancelCount == 1)
+            // Late cancels through the fast path never hit a follow-up query.
+            var stray = 0
+            for _ in 0..<300 {
+                let short = Task { try await connection.execute("SELECT pg_sleep(0.001)") }
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...3_000)))
+                short.cancel()
+                _ = await short.result
+                do { _ = try await connection.query("SELECT 1") } catch let error as PostgresError where error.isQueryCanceled { stray += 1 }
+            }
+            #expect(stray == 0)
+            #expect(channel.fastCancelCount > 1)
+        }
+    }
+
+    @Test func poolUsesTheFastPathAndFallsBackWithoutIt() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        let pool = try PostgresPool(conninfo: conninfo, maxConnections: 2, registry: registry)
+        let marker = "rk-fast-path-\(UInt32.random(in: 0...UInt32.max))"
+        let task = Task { try await pool.withConnection { try await $0.execute("SELECT pg_sleep(20), $1::text", [marker]) } }
+        try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            while try await observer.query(
+                "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%pg_sleep(20), $1%'"
+            ).isEmpty {}
+        }
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(pool.cancelChannel?.fastCancelCount == 1)
+        let one = try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) }
+        #expect(one == 1)
+        await pool.shutdown()
+        #expect(registry.liveCount == 0)
+    }
+}

@@ -45,6 +45,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     let pool: BlockingPool
     private let password: String?
     private let handleSlot = Locked<ResourceHandle?>(nil)
+    private let cancelChannel = Locked<PostgresCancelChannel?>(nil)
     /// How long a cancel request, or draining a cancelled query, may take before the connection is broken.
     public let cancelTimeout: Duration
 
@@ -74,6 +75,12 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
 
     // MARK: cancel requests
 
+    /// Uses `channel` (a warm control connection) to cancel this connection's queries, falling back to the
+    /// cancel request whenever the channel cannot be used. `nil` turns the fast path off.
+    public func useCancelChannel(_ channel: PostgresCancelChannel?) {
+        cancelChannel.withLock { $0 = channel }
+    }
+
     /// Queues a cancel request for query `id` if (and only if) it is still on the wire. Non-blocking; safe
     /// from `onCancel`.
     func requestCancel(_ id: UInt64) {
@@ -85,6 +92,9 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
             return (state.cancel, done)
         }
         guard let (cancel, done) = job else { return }
+        if let channel = cancelChannel.withLock({ $0 }), channel.tryCancel(backend: backendPID, done: done) {
+            return
+        }
         guard let cancel else {
             // No BackendKeyData (some proxies): cancellation degrades to closing the connection.
             state.withLock { $0.broken = true }

@@ -22,16 +22,46 @@ public final class PostgresPool: Sendable {
     private let reactor: IOReactor
     private let machine: Locked<Machine>
     private let nextID = Locked<UInt64>(0)
+    private let cancelFastPath: Bool
+    private let channel = Locked<(tried: Bool, channel: PostgresCancelChannel?)>((false, nil))
 
     /// Creates a pool; connections open lazily.
     /// - Throws: ``PostgresError/Kind/invalidConfiguration`` for a malformed conninfo or URL.
-    public init(conninfo: String, maxConnections: Int, registry: ResourceRegistry = .shared, reactor: IOReactor = .shared) throws {
+    /// - Parameter cancelFastPath: keep one extra control connection and cancel with `pg_cancel_backend`
+    ///   (see ``PostgresCancelChannel``); cancel requests remain the fallback.
+    public init(
+        conninfo: String,
+        maxConnections: Int,
+        registry: ResourceRegistry = .shared,
+        reactor: IOReactor = .shared,
+        cancelFastPath: Bool = true
+    ) throws {
         _ = try ConnectionInfo.validate(conninfo)
         self.conninfo = conninfo
         self.maxConnections = max(1, maxConnections)
         self.registry = registry
         self.reactor = reactor
         self.machine = Locked(Machine(capacity: max(1, maxConnections)))
+        self.cancelFastPath = cancelFastPath
+    }
+
+    /// The fast-path channel, connected on first need; `nil` when off or its control connection failed.
+    public var cancelChannel: PostgresCancelChannel? { channel.withLock { $0.channel } }
+
+    private func prepareChannel() async -> PostgresCancelChannel? {
+        let first = channel.withLock { state -> Bool in
+            defer { state.tried = true }
+            return cancelFastPath && !state.tried
+        }
+        if !first { return channel.withLock { $0.channel } }
+        do {
+            let control = try await PostgresConnection.connect(conninfo, in: nil, registry: registry, reactor: reactor)
+            let made = PostgresCancelChannel(control: control)
+            channel.withLock { $0.channel = made }
+            return made
+        } catch {
+            return nil  // no fast path: cancel requests only
+        }
     }
 
     /// Open connections (idle and leased).
@@ -88,7 +118,9 @@ public final class PostgresPool: Sendable {
             } catch is Retry {
                 // Our slot: open a connection for this lease.
                 do {
-                    return try await PostgresConnection.connect(conninfo, in: nil, registry: registry, reactor: reactor)
+                    let connection = try await PostgresConnection.connect(conninfo, in: nil, registry: registry, reactor: reactor)
+                    connection.useCancelChannel(await prepareChannel())
+                    return connection
                 } catch {
                     if let waiter = machine.withLock({ $0.openFailed() }) { waiter.fail(Retry()) }
                     throw error
@@ -146,6 +178,7 @@ public final class PostgresPool: Sendable {
         let (idle, waiters) = machine.withLock { $0.close() }
         for waiter in waiters { waiter.fail(PostgresError(.poolClosed, "the pool was shut down")) }
         for connection in idle { await connection.handle?.close() }
+        await channel.withLock { $0.channel }?.close()
     }
 }
 
