@@ -1,3 +1,4 @@
+import Foundation
 import CSystemShims
 import FileAdapter
 import Glibc
@@ -37,10 +38,69 @@ enum Bench {
         figures.append(try await socketRead(rounds: rounds))
         figures.append(try await fifoRead(rounds: rounds))
         figures += try await postgresCancel(rounds: quick ? 10 : 50, conninfo: postgres)
+        if !quick {
+            let streamRows = Int(ProcessInfo.processInfo.environment["BENCH_STREAM_ROWS"] ?? "") ?? 1_000_000
+            let (rows, growth, elapsed) = try await streamMemory(rows: streamRows, conninfo: postgres)
+            let line = json
+                ? "{\"figure\": \"stream rows: resident memory growth\", \"unit\": \"KiB\", \"rows\": \(rows), \"growth_after_first_100k\": \(growth), \"seconds\": \(elapsed)}"
+                : "stream \(rows) rows (single-row mode): resident memory grew \(growth) KiB after the first 100,000 rows, in \(elapsed) s"
+            trailing.append(line)
+        }
         if !json {
             print("figure                                           median        p90        p99   (µs)")
         }
         for figure in figures { print(figure.row(json: json)) }
+        for line in trailing { print(line) }
+    }
+
+    nonisolated(unsafe) static var trailing: [String] = []
+
+    /// Resident set size, KiB.
+    static func residentKiB() -> Int {
+        guard let file = fopen("/proc/self/statm", "r") else { return 0 }
+        defer { fclose(file) }
+        var size = 0, resident = 0
+        withUnsafeMutablePointer(to: &size) { sizePointer in
+            withUnsafeMutablePointer(to: &resident) { residentPointer in
+                _ = withVaList([sizePointer, residentPointer]) { vfscanf(file, "%ld %ld", $0) }
+            }
+        }
+        return resident * Int(sysconf(Int32(_SC_PAGESIZE))) / 1024
+    }
+
+    /// Streams `rows` rows and reports how much resident memory grew after the first 100,000.
+    static func streamMemory(rows: Int, conninfo configured: String?) async throws -> (Int, Int, Double) {
+        var embedded: EmbeddedPostgres?
+        let conninfo: String
+        if let configured {
+            conninfo = configured
+        } else {
+            let server = try await EmbeddedPostgres.start()
+            embedded = server
+            conninfo = server.conninfo
+        }
+        let start = ContinuousClock.now
+        var baseline = 0
+        var count = 0
+        do {
+            try await withResourceScope("bench.stream", registry: ResourceRegistry()) { scope in
+                let connection = try await PostgresConnection.connect(conninfo, in: scope)
+                for try await row in try await connection.stream("SELECT generate_series(1, $1::int8)", [rows]) {
+                    count += 1
+                    if count == 100_000 { baseline = residentKiB() }
+                    if count % 100_000 == 0, ProcessInfo.processInfo.environment["BENCH_TRACE"] != nil {
+                        print("rows \(count): rss \(residentKiB()) KiB after \(ContinuousClock.now - start)")
+                    }
+                    _ = row
+                }
+            }
+        } catch {
+            await embedded?.stop()
+            throw error
+        }
+        await embedded?.stop()
+        let seconds = Double(CoreTour.microseconds(ContinuousClock.now - start)) / 1_000_000
+        return (count, residentKiB() - baseline, (seconds * 10).rounded() / 10)
     }
 
     /// Cancels `task` once `parked()` holds and returns cancel-to-return.

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresAdapter
 import ResourceKit
+import TestSupport
 
 /// The server the Postgres tests use: `RESOURCEKIT_TEST_POSTGRES` (a conninfo or URL) if set, else one
 /// embedded throwaway cluster per test process, stopped at exit. Never skipped: a missing server fails.
@@ -10,7 +11,8 @@ enum TestDatabase {
         if let configured = ProcessInfo.processInfo.environment["RESOURCEKIT_TEST_POSTGRES"], !configured.isEmpty {
             return configured
         }
-        let server = try await EmbeddedPostgres.start()
+        // initdb is CPU-heavy for a few seconds: keep it away from the timing-sensitive tests.
+        let server = try await exclusively { try await EmbeddedPostgres.start() }
         embedded.withLock { $0 = server }
         atexit { TestDatabase.stopAtExit() }
         return server.conninfo

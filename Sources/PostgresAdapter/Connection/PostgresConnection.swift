@@ -133,14 +133,19 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
             do { try await pending.wait(deadline: .now + cancelTimeout) } catch {}
         }
         let cancelFinished = state.withLock { $0.cancelDone?.isSet ?? true }
-        let (conn, socket, cancel) = state.withLock { state -> (PGConnPointer?, Int32, PGCancelPointer?) in
+        let (conn, cancel) = state.withLock { state -> (PGConnPointer?, PGCancelPointer?) in
             defer {
                 state.conn = nil
                 state.broken = true
             }
-            return (state.conn, state.socket, state.cancel)
+            // Only a socket libpq still has open is ours to deregister: after a failed connect or a lost
+            // connection libpq already closed it, and the number may belong to someone else by now.
+            if let conn = state.conn {
+                let live = PQsocket(conn.raw)
+                if live >= 0 { reactor.descriptorWillClose(live) }
+            }
+            return (state.conn, state.cancel)
         }
-        if socket >= 0 { reactor.descriptorWillClose(socket) }
         if let conn { PQfinish(conn.raw) }
         // A cancel request that never returned (frozen server) may still use the PGcancel: leak it rather than
         // free it under that thread.

@@ -1,0 +1,32 @@
+import Glibc
+@testable import PostgresAdapter
+import ResourceKit
+import TestSupport
+import Testing
+
+@Suite struct PostgresFaultTests {
+    /// Scenario 15: a frozen backend (SIGSTOP) while a cancel is sent: the task still returns at once; the
+    /// cancelled query can never drain, so the next operation gives up after `cancelTimeout` and the
+    /// connection is discarded, never reused.
+    @Test func frozenBackendIsBoundedAndDiscarded() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("frozen", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .milliseconds(500))
+            let pid = connection.backendPID
+            let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
+            try await TestDatabase.waitUntilActive(pid, observer: observer)
+            #expect(kill(pid, SIGSTOP) == 0)
+            defer { kill(pid, SIGCONT) }
+            let cancelled = ContinuousClock.now
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(ContinuousClock.now - cancelled < .milliseconds(250))
+            let started = ContinuousClock.now
+            await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
+            let waited = ContinuousClock.now - started
+            #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
+            #expect(connection.isBroken)
+        }
+    }
+}
