@@ -39,7 +39,7 @@ enum Bench {
         figures.append(try await fifoRead(rounds: rounds))
         figures += try await postgresCancel(rounds: quick ? 10 : 50, conninfo: postgres)
         if !quick {
-            let streamRows = Int(ProcessInfo.processInfo.environment["BENCH_STREAM_ROWS"] ?? "") ?? 1_000_000
+            let streamRows = Int(ProcessInfo.processInfo.environment["BENCH_STREAM_ROWS"] ?? "") ?? 10_000_000
             let (rows, growth, elapsed) = try await streamMemory(rows: streamRows, conninfo: postgres)
             let line = json
                 ? "{\"figure\": \"stream rows: resident memory growth\", \"unit\": \"KiB\", \"rows\": \(rows), \"growth_after_first_100k\": \(growth), \"seconds\": \(elapsed)}"

@@ -40,6 +40,8 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
     private struct State: Sendable {
         var finished = false
         var failure: PostgresError?
+        /// Column names and types, read from the first row and shared by the rest.
+        var columns: PostgresColumns?
     }
 
     private let connection: PostgresConnection
@@ -100,8 +102,14 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
         while true {
             let step: RowStep
             do {
+                let cached = state.withLock { $0.columns }
                 step = try connection.state.withLock { cstate -> RowStep in
-                    let conn = try PostgresConnection.usable(&cstate)
+                    // Read from the socket only when libpq has no complete row buffered: one syscall per
+                    // buffer-full of rows, not one per row.
+                    guard let buffered = cstate.conn?.raw else {
+                        throw PostgresError(.connection, "the connection was closed")
+                    }
+                    let conn = PQisBusy(buffered) == 0 ? buffered : try PostgresConnection.usable(&cstate)
                     while PQisBusy(conn) == 0 {
                         guard let result = PQgetResult(conn) else {
                             cstate.inFlight = nil
@@ -110,7 +118,7 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
                         defer { PQclear(result) }
                         switch PQresultStatus(result) {
                         case PGRES_SINGLE_TUPLE:
-                            let columns = PostgresRow.columns(of: result)
+                            let columns = cached ?? PostgresRow.columns(of: result)
                             return .row(PostgresRow.row(0, of: result, columns: columns))
                         case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
                             continue
@@ -130,6 +138,7 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
             }
             switch step {
             case .row(let row):
+                state.withLock { if $0.columns == nil { $0.columns = row.columns } }
                 return row
             case .end(let ourCancel):
                 guard finish() else { return nil }
