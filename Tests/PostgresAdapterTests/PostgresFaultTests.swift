@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 @testable import PostgresAdapter
 import ResourceKit
@@ -28,5 +29,39 @@ import Testing
             #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
             #expect(connection.isBroken)
         }
+    }
+
+    /// Scenario 14: a deaf cancel target (the postmaster frozen with SIGSTOP, so the cancel request connects and
+    /// never gets an answer). The task still returns at once; the connection's next operation gives up after
+    /// `cancelTimeout` and the connection is discarded.
+    @Test func deafCancelTargetIsBounded() async throws {
+        let server = try await TestDatabase.privateCluster()
+        let pidFile = try String(contentsOfFile: server.dataDirectory + "/data/postmaster.pid", encoding: .utf8)
+        let postmaster = try #require(pid_t(pidFile.split(separator: "\n").first.map(String.init) ?? ""))
+        do {
+            try await withResourceScope("deaf", registry: ResourceRegistry()) { scope in
+                let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
+                let connection = try await PostgresConnection.connect(server.conninfo, in: scope, cancelTimeout: .milliseconds(500))
+                let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
+                try await TestDatabase.waitUntilActive(connection.backendPID, observer: observer)
+                #expect(kill(postmaster, SIGSTOP) == 0)
+                let cancelled = ContinuousClock.now
+                task.cancel()
+                await #expect(throws: CancellationError.self) { try await task.value }
+                #expect(ContinuousClock.now - cancelled < .milliseconds(250))
+                let started = ContinuousClock.now
+                await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
+                let waited = ContinuousClock.now - started
+                #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
+                #expect(connection.isBroken)
+                kill(postmaster, SIGCONT)
+            }
+        } catch {
+            kill(postmaster, SIGCONT)
+            await server.stop()
+            throw error
+        }
+        kill(postmaster, SIGCONT)
+        await server.stop()
     }
 }
