@@ -35,17 +35,19 @@ enum Bench {
     static func run(quick: Bool, json: Bool, postgres: String?) async throws {
         let rounds = quick ? 30 : 300
         var figures: [Figure] = []
+        var trailing: [String] = []
         figures.append(try await socketRead(rounds: rounds))
         figures.append(try await fifoRead(rounds: rounds))
-        figures += try await postgresCancel(rounds: quick ? 10 : 50, conninfo: postgres)
-        if !quick {
-            let streamRows = Int(ProcessInfo.processInfo.environment["BENCH_STREAM_ROWS"] ?? "") ?? 10_000_000
-            let (rows, growth, elapsed) = try await streamMemory(rows: streamRows, conninfo: postgres)
-            let line = json
-                ? "{\"figure\": \"stream rows: resident memory growth\", \"unit\": \"KiB\", \"rows\": \(rows), \"growth_after_first_100k\": \(growth), \"seconds\": \(elapsed)}"
-                : "stream \(rows) rows (single-row mode): resident memory grew \(growth) KiB after the first 100,000 rows, in \(elapsed) s"
-            trailing.append(line)
+        // One throwaway cluster (unless --postgres names a server) for every Postgres figure.
+        let embedded = postgres == nil ? try await EmbeddedPostgres.start() : nil
+        let conninfo = embedded?.conninfo ?? postgres ?? ""
+        do {
+            try await postgresFigures(quick: quick, json: json, conninfo: conninfo, into: &figures, lines: &trailing)
+        } catch {
+            await embedded?.stop()
+            throw error
         }
+        await embedded?.stop()
         if !json {
             print("figure                                           median        p90        p99   (µs)")
         }
@@ -53,7 +55,19 @@ enum Bench {
         for line in trailing { print(line) }
     }
 
-    nonisolated(unsafe) static var trailing: [String] = []
+    static func postgresFigures(
+        quick: Bool, json: Bool, conninfo: String, into figures: inout [Figure], lines trailing: inout [String]
+    ) async throws {
+        figures += try await postgresCancel(rounds: quick ? 10 : 50, conninfo: conninfo)
+        if !quick {
+            let streamRows = Int(ProcessInfo.processInfo.environment["BENCH_STREAM_ROWS"] ?? "") ?? 10_000_000
+            let (rows, growth, elapsed) = try await streamMemory(rows: streamRows, conninfo: conninfo)
+            let line = json
+                ? "{\"figure\": \"stream rows: resident memory growth\", \"unit\": \"KiB\", \"rows\": \(rows), \"growth_after_first_100k\": \(growth), \"seconds\": \(elapsed)}"
+                : "stream \(rows) rows (single-row mode): resident memory grew \(growth) KiB after the first 100,000 rows, in \(elapsed) s"
+            trailing.append(line)
+        }
+    }
 
     /// Resident set size, KiB.
     static func residentKiB() -> Int {
@@ -69,36 +83,21 @@ enum Bench {
     }
 
     /// Streams `rows` rows and reports how much resident memory grew after the first 100,000.
-    static func streamMemory(rows: Int, conninfo configured: String?) async throws -> (Int, Int, Double) {
-        var embedded: EmbeddedPostgres?
-        let conninfo: String
-        if let configured {
-            conninfo = configured
-        } else {
-            let server = try await EmbeddedPostgres.start()
-            embedded = server
-            conninfo = server.conninfo
-        }
+    static func streamMemory(rows: Int, conninfo: String) async throws -> (Int, Int, Double) {
         let start = ContinuousClock.now
         var baseline = 0
         var count = 0
-        do {
-            try await withResourceScope("bench.stream", registry: ResourceRegistry()) { scope in
-                let connection = try await PostgresConnection.connect(conninfo, in: scope)
-                for try await row in try await connection.stream("SELECT generate_series(1, $1::int8)", [rows]) {
-                    count += 1
-                    if count == 100_000 { baseline = residentKiB() }
-                    if count % 100_000 == 0, ProcessInfo.processInfo.environment["BENCH_TRACE"] != nil {
-                        print("rows \(count): rss \(residentKiB()) KiB after \(ContinuousClock.now - start)")
-                    }
-                    _ = row
+        try await withResourceScope("bench.stream", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            for try await row in try await connection.stream("SELECT generate_series(1, $1::int8)", [rows]) {
+                count += 1
+                if count == 100_000 { baseline = residentKiB() }
+                if count % 100_000 == 0, ProcessInfo.processInfo.environment["BENCH_TRACE"] != nil {
+                    print("rows \(count): rss \(residentKiB()) KiB after \(ContinuousClock.now - start)")
                 }
+                _ = row
             }
-        } catch {
-            await embedded?.stop()
-            throw error
         }
-        await embedded?.stop()
         let seconds = Double(CoreTour.microseconds(ContinuousClock.now - start)) / 1_000_000
         return (count, residentKiB() - baseline, (seconds * 10).rounded() / 10)
     }
@@ -150,47 +149,32 @@ enum Bench {
         return figure
     }
 
-    static func postgresCancel(rounds: Int, conninfo configured: String?) async throws -> [Figure] {
-        var embedded: EmbeddedPostgres?
-        let conninfo: String
-        if let configured {
-            conninfo = configured
-        } else {
-            let server = try await EmbeddedPostgres.start()
-            embedded = server
-            conninfo = server.conninfo
-        }
+    static func postgresCancel(rounds: Int, conninfo: String) async throws -> [Figure] {
         var returned = Figure(name: "postgres pg_sleep cancel -> task return", samples: [])
         var idle = Figure(name: "postgres cancel request -> backend not active", samples: [])
         var fastIdle = Figure(name: "postgres fast path -> backend not active", samples: [])
-        do {
-            try await withResourceScope("bench.pg", registry: ResourceRegistry()) { scope in
-                let observer = try await PostgresConnection.connect(conninfo, in: scope)
-                let connection = try await PostgresConnection.connect(conninfo, in: scope)
-                let pid = connection.backendPID
-                func state() async throws -> String? {
-                    try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(String?.self, at: 0)
-                }
-                let channel = PostgresCancelChannel(control: try await PostgresConnection.connect(conninfo, in: scope))
-                for fast in [false, true] {
-                    connection.useCancelChannel(fast ? channel : nil)
-                    for _ in 0..<rounds {
-                        let task = Task { try await connection.execute("SELECT pg_sleep(30)") }
-                        while try await state() != "active" {}
-                        let start = ContinuousClock.now
-                        task.cancel()
-                        _ = await task.result
-                        if !fast { returned.samples.append(ContinuousClock.now - start) }
-                        while try await state() == "active" {}
-                        if fast { fastIdle.samples.append(ContinuousClock.now - start) } else { idle.samples.append(ContinuousClock.now - start) }
-                    }
+        try await withResourceScope("bench.pg", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let pid = connection.backendPID
+            func state() async throws -> String? {
+                try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(String?.self, at: 0)
+            }
+            let channel = PostgresCancelChannel(control: try await PostgresConnection.connect(conninfo, in: scope))
+            for fast in [false, true] {
+                connection.useCancelChannel(fast ? channel : nil)
+                for _ in 0..<rounds {
+                    let task = Task { try await connection.execute("SELECT pg_sleep(30)") }
+                    while try await state() != "active" {}
+                    let start = ContinuousClock.now
+                    task.cancel()
+                    _ = await task.result
+                    if !fast { returned.samples.append(ContinuousClock.now - start) }
+                    while try await state() == "active" {}
+                    if fast { fastIdle.samples.append(ContinuousClock.now - start) } else { idle.samples.append(ContinuousClock.now - start) }
                 }
             }
-        } catch {
-            await embedded?.stop()
-            throw error
         }
-        await embedded?.stop()
         return [returned, idle, fastIdle]
     }
 }

@@ -19,15 +19,7 @@ import Testing
             try await TestDatabase.waitUntilActive(pid, observer: observer)
             #expect(kill(pid, SIGSTOP) == 0)
             defer { kill(pid, SIGCONT) }
-            let cancelled = ContinuousClock.now
-            task.cancel()
-            await #expect(throws: CancellationError.self) { try await task.value }
-            #expect(ContinuousClock.now - cancelled < .milliseconds(250))
-            let started = ContinuousClock.now
-            await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
-            let waited = ContinuousClock.now - started
-            #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
-            #expect(connection.isBroken)
+            await Self.expectCancelledThenDiscarded(task, connection)
         }
     }
 
@@ -45,15 +37,7 @@ import Testing
                 let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
                 try await TestDatabase.waitUntilActive(connection.backendPID, observer: observer)
                 #expect(kill(postmaster, SIGSTOP) == 0)
-                let cancelled = ContinuousClock.now
-                task.cancel()
-                await #expect(throws: CancellationError.self) { try await task.value }
-                #expect(ContinuousClock.now - cancelled < .milliseconds(250))
-                let started = ContinuousClock.now
-                await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
-                let waited = ContinuousClock.now - started
-                #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
-                #expect(connection.isBroken)
+                await Self.expectCancelledThenDiscarded(task, connection)
                 kill(postmaster, SIGCONT)
             }
         } catch {
@@ -63,5 +47,20 @@ import Testing
         }
         kill(postmaster, SIGCONT)
         await server.stop()
+    }
+
+    /// The task cancelled while the server cannot act returns within 250 ms; the connection's next operation
+    /// gives up after `cancelTimeout` (500 ms in these tests) with a connection error, and the connection is
+    /// discarded.
+    static func expectCancelledThenDiscarded(_ task: Task<PostgresResult, any Error>, _ connection: PostgresConnection) async {
+        let cancelled = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(ContinuousClock.now - cancelled < .milliseconds(250))
+        let started = ContinuousClock.now
+        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
+        #expect(connection.isBroken)
     }
 }
