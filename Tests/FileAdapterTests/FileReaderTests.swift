@@ -71,7 +71,7 @@ import Testing
                 let cancelled = ContinuousClock.now
                 reading.cancel()
                 await #expect(throws: CancellationError.self) { try await reading.value }
-                #expect(ContinuousClock.now - cancelled < .milliseconds(250))
+                #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
                 gate.withLock { $0 = true }
                 try await blocker.value
                 // The dropped chunk did not move the offset: the next read starts at byte 0.
@@ -105,7 +105,7 @@ import Testing
             let cancelled = ContinuousClock.now
             follower.cancel()
             await #expect(throws: CancellationError.self) { try await follower.value }
-            #expect(ContinuousClock.now - cancelled < .milliseconds(250))
+            #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
             #expect(registry.liveCount == 0)
         }
     }

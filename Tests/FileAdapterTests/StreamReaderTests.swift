@@ -41,7 +41,7 @@ import Testing
                 #expect(throws: CancellationError.self) { try result.get() }
                 Syscall.close(writer)
             }
-            #expect(latencies.sorted()[2] < .milliseconds(50), "latencies \(latencies)")
+            #expect(latencies.sorted()[2] < TimingBound.median, "latencies \(latencies)")
             #expect(registry.liveCount == 0)
         }
     }

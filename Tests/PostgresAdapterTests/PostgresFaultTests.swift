@@ -49,14 +49,14 @@ import Testing
         await server.stop()
     }
 
-    /// The task cancelled while the server cannot act returns within 250 ms; the connection's next operation
+    /// The task cancelled while the server cannot act returns promptly (`TimingBound.singleShot`); the connection's next operation
     /// gives up after `cancelTimeout` (500 ms in these tests) with a connection error, and the connection is
     /// discarded.
     static func expectCancelledThenDiscarded(_ task: Task<PostgresResult, any Error>, _ connection: PostgresConnection) async {
         let cancelled = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(ContinuousClock.now - cancelled < .milliseconds(250))
+        #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
         let started = ContinuousClock.now
         await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
         let waited = ContinuousClock.now - started

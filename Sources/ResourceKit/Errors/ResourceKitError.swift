@@ -13,6 +13,10 @@ public struct ResourceKitError: Error, Sendable, Hashable, CustomStringConvertib
             case badDescriptor
             case blockingPoolShutDown
             case blockingPoolFull
+            case ownerShutDown
+            case keyInUse
+            case notInScope
+            case shutdownIncomplete
         }
 
         private let base: Base
@@ -36,6 +40,14 @@ public struct ResourceKitError: Error, Sendable, Hashable, CustomStringConvertib
         public static let blockingPoolShutDown = Code(.blockingPoolShutDown)
         /// The blocking pool's queue is full.
         public static let blockingPoolFull = Code(.blockingPoolFull)
+        /// The ``ResourceOwner`` is shutting down or shut down and takes no more work or resources.
+        public static let ownerShutDown = Code(.ownerShutDown)
+        /// Work with this key is running with a different result type.
+        public static let keyInUse = Code(.keyInUse)
+        /// The handle to adopt is not a live resource of the given scope (or that scope was cancelled).
+        public static let notInScope = Code(.notInScope)
+        /// An owner's shutdown ended with work that ignored cancellation still running.
+        public static let shutdownIncomplete = Code(.shutdownIncomplete)
 
         public var description: String { base.rawValue }
     }

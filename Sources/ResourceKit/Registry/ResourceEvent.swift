@@ -17,6 +17,9 @@ public enum LeakReason: Sendable, Hashable {
     case closeTimedOut
     /// Its scope ended and the resource was still not closed.
     case unclosedAtScopeEnd
+    /// Work handed to a ``ResourceOwner`` was cancelled at shutdown and still had not stopped when the
+    /// owner's watchdog expired. It stays in the registry until it ends.
+    case didNotStopAfterCancel
 }
 
 /// One lifecycle event, as delivered by ``ResourceRegistry/events(bufferingNewest:)``.

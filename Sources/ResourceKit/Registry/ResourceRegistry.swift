@@ -21,11 +21,10 @@ public final class ResourceRegistry: Sendable {
         var live: [ResourceID: Entry] = [:]
         var byObject: [ObjectIdentifier: ResourceID] = [:]
         var counters: [String: RegistrySnapshot.KindCounters] = [:]
-        var subscribers: [UInt64: AsyncStream<ResourceEvent>.Continuation] = [:]
-        var nextSubscriber: UInt64 = 0
     }
 
     private let state = Locked(State())
+    private let broadcast = Broadcast<ResourceEvent>()
 
     /// Creates an empty registry.
     public init() {}
@@ -108,16 +107,7 @@ public final class ResourceRegistry: Sendable {
     /// A stream of lifecycle events from now on. When the consumer falls behind, the oldest events are
     /// dropped (the newest `bufferingNewest` are kept). The stream ends when the consumer stops iterating.
     public func events(bufferingNewest: Int = 4096) -> AsyncStream<ResourceEvent> {
-        let (stream, continuation) = AsyncStream<ResourceEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferingNewest))
-        let id = state.withLock { state -> UInt64 in
-            state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = continuation
-            return state.nextSubscriber
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
+        broadcast.subscribe(bufferingNewest: bufferingNewest)
     }
 
     // MARK: reports from handles and scopes
@@ -172,14 +162,18 @@ public final class ResourceRegistry: Sendable {
         publish(ResourceEvent(resource: info, kind: .leaked(reason), at: .now))
     }
 
+    /// Work that was cancelled and did not stop within its owner's watchdog: counted as leaked and
+    /// reported, but kept live (it is still running and still holds what it holds).
+    func didNotStop(_ handle: ResourceHandle) {
+        state.withLock { $0.counters[handle.kind.name, default: .init()].leaked += 1 }
+        publish(ResourceEvent(resource: handle.info, kind: .leaked(.didNotStopAfterCancel), at: .now))
+    }
+
     func recordCancellationLatency(_ latency: Duration, kind: String) {
         state.withLock { $0.counters[kind, default: .init()].cancellationLatency.record(latency) }
     }
 
     private func publish(_ event: ResourceEvent) {
-        let subscribers = state.withLock { Array($0.subscribers.values) }
-        for continuation in subscribers {
-            continuation.yield(event)
-        }
+        broadcast.yield(event)
     }
 }

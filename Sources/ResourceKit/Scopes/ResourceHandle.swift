@@ -25,7 +25,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The effective absolute deadline of the owning scope, if any. Adapters pass it on (to a server's
     /// `statement_timeout`, a socket timeout) where that helps; expiry cancels the handle with
     /// ``CancellationReason/deadlineExceeded(_:)``.
-    public let deadline: ContinuousClock.Instant?
+    public var deadline: ContinuousClock.Instant? { state.withLock { $0.deadline } }
     /// The registry that tracks this resource.
     public let registry: ResourceRegistry
     /// When the resource was registered.
@@ -36,6 +36,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         var phase: Phase = .live
         var cancelReason: CancellationReason?
         var operations: [ObjectIdentifier: any CancellableOperation] = [:]
+        var deadline: ContinuousClock.Instant?
     }
 
     private let state: Locked<State>
@@ -52,10 +53,9 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.kind = kind
         self.label = label
         self.scopePath = scopePath
-        self.deadline = deadline
         self.registry = registry
         self.acquiredAt = .now
-        self.state = Locked(State(resource: resource))
+        self.state = Locked(State(resource: resource, deadline: deadline))
     }
 
     deinit {
@@ -156,6 +156,16 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             return nil
         }
         if let reason { operation.cancel(reason) }
+    }
+
+    /// The resource moved to an owner without a deadline (adoption): the old scope's deadline no longer
+    /// applies. Returns `false` if the handle is no longer live or was cancelled.
+    func detachFromScope() -> Bool {
+        state.withLock { state in
+            guard state.phase == .live, state.cancelReason == nil else { return false }
+            state.deadline = nil
+            return true
+        }
     }
 
     /// Removes an operation that finished.

@@ -126,6 +126,17 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         return handle
     }
 
+    /// Removes `handle` from this scope without closing it (adoption by a ``ResourceOwner``). Returns `false`
+    /// if the handle is not one of this scope's live resources, or the scope is no longer open.
+    func release(_ handle: ResourceHandle) -> Bool {
+        state.withLock { state in
+            guard state.phase == .open, state.cancelReason == nil,
+                  let index = state.handles.firstIndex(where: { $0 === handle }) else { return false }
+            state.handles.remove(at: index)
+            return true
+        }
+    }
+
     private func attachChild(_ child: ResourceScope) -> CancellationReason? {
         state.withLock { state in
             guard state.phase == .open else { return state.cancelReason ?? .cancelled }

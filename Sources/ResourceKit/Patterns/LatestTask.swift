@@ -1,0 +1,198 @@
+/// Latest-wins work keyed by an id: SwiftUI's `.task(id:)` for code without views.
+///
+/// ``update(id:)`` with a new id (compared with `==`) cancels the running work, whose resources are torn down
+/// at once by its scope, and starts work for the new id; the same id again restarts nothing. With a
+/// `debounce`, work starts only after the id has been stable that long, so a burst of ids reaches the
+/// resource once. Each run's result is committed to ``output`` only if it is still the latest generation, so
+/// superseded work that ignores cancellation and returns late can never overwrite a newer result.
+///
+/// Bind it to the scope that should own it (usually the connection's or the service's, not a short
+/// request's): ``start(in:_:debounce:work:)`` registers it there, so it is cancelled and closed with that
+/// scope. Work runs in its own child scope; register resources in the scope it is given.
+///
+/// ```swift
+/// let search = try await LatestTask.start(in: connectionScope, "search", debounce: .milliseconds(300)) { term, scope in
+///     try await pool.withConnection(in: scope) { try await $0.query("SELECT ... WHERE name LIKE $1", [term]) }
+/// }
+/// for await line in client.lines { search.update(id: line) }   // only the latest term reaches Postgres
+/// ```
+///
+/// Do not derive the id from the output (the server analogue of a view whose `.task(id:)` changes its own
+/// id): every commit would restart the work. An ``update(id:)`` issued from inside the task's own work is
+/// refused with ``UpdateResult/refusedFeedbackLoop``.
+public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: ManagedResource {
+    /// The work for one id. It runs in a fresh scope (a child of the owner's), cancelled when a newer id
+    /// arrives or the task is cancelled.
+    public typealias Work = @Sendable (ID, ResourceScope) async throws -> Output
+
+    /// What ``update(id:)`` did.
+    public enum UpdateResult: Sendable, Hashable {
+        /// Work for the new id was started (after the debounce, if any), as this generation.
+        case started(generation: UInt64)
+        /// The id equals the current one; nothing restarted.
+        case unchanged
+        /// The task was cancelled or closed.
+        case refusedClosed
+        /// Called from the task's own work: the output feeds the id. Nothing restarted.
+        case refusedFeedbackLoop
+    }
+
+    /// Counters for observability and tests.
+    public struct Stats: Sendable, Hashable {
+        /// Runs started (ids accepted).
+        public var started = 0
+        /// Runs cancelled because a newer id arrived or the task was cancelled, after their work began.
+        public var cancelled = 0
+        /// Runs superseded while still debouncing: their work never began.
+        public var debouncedAway = 0
+        /// Results committed to ``LatestTask/output``.
+        public var committed = 0
+        /// Results that arrived after a newer generation began and were dropped.
+        public var droppedStale = 0
+        /// Runs whose work failed.
+        public var failed = 0
+        /// Updates refused as a feedback loop.
+        public var feedbackLoops = 0
+    }
+
+    /// The resource kind under which a scoped latest task is registered.
+    public static var kind: ResourceKind { ResourceKind(name: "resourcekit.latest-task", closeTimeout: .seconds(30)) }
+
+    /// The task's label (no user data).
+    public let label: String
+    /// How long an id must stay unchanged before its work starts; `nil` starts at once.
+    public let debounce: Duration?
+    /// The latest committed result.
+    public let output: LatestValue<Output>
+
+    private let work: Work
+    private let registry: ResourceRegistry?
+    private weak let parentScope: ResourceScope?
+
+    private struct State: Sendable {
+        var machine = LatestTaskStateMachine<ID>()
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+        var stats = Stats()
+    }
+
+    private let state = Locked(State())
+
+    /// Creates an unscoped latest task: call ``close()`` when done (or use ``start(in:_:debounce:work:)``).
+    public convenience init(_ label: String, debounce: Duration? = nil, registry: ResourceRegistry? = nil, work: @escaping Work) {
+        self.init(label: label, debounce: debounce, registry: registry, parentScope: nil, work: work)
+    }
+
+    private init(label: String, debounce: Duration?, registry: ResourceRegistry?, parentScope: ResourceScope?, work: @escaping Work) {
+        self.label = label
+        self.debounce = debounce
+        self.registry = registry
+        self.parentScope = parentScope
+        self.work = work
+        self.output = LatestValue()
+    }
+
+    /// Creates a latest task owned by `scope`: it is cancelled when the scope is cancelled and closed (its
+    /// running work awaited) when the scope ends. Each run's scope is a child of `scope`.
+    ///
+    /// Cancellation: if `scope` is already cancelled, throws like ``ResourceScope/register(_:kind:label:)``.
+    public static func start(
+        in scope: ResourceScope,
+        _ label: String,
+        debounce: Duration? = nil,
+        work: @escaping Work
+    ) async throws -> LatestTask {
+        let task = LatestTask(label: label, debounce: debounce, registry: scope.registry, parentScope: scope, work: work)
+        try await scope.register(task, kind: kind, label: label)
+        return task
+    }
+
+    /// The id of the latest accepted update.
+    public var currentID: ID? { state.withLock { $0.machine.current?.id } }
+
+    /// A snapshot of the counters.
+    public var stats: Stats { state.withLock { $0.stats } }
+
+    /// Number of runs whose work has not ended yet (superseded runs that are still unwinding count).
+    public var runningCount: Int { state.withLock { $0.tasks.count } }
+
+    /// Moves the task to `id`: a new id cancels the running work (its resources torn down at once) and starts
+    /// work for `id`; the same id does nothing. Non-blocking, any thread.
+    @discardableResult
+    public func update(id: ID) -> UpdateResult {
+        let fromOwnWork = LatestTaskMarker.current == ObjectIdentifier(self)
+        let (result, superseded) = state.withLock { state -> (UpdateResult, Task<Void, Never>?) in
+            switch state.machine.update(id: id, fromOwnWork: fromOwnWork) {
+            case .unchanged:
+                return (.unchanged, nil)
+            case .refuseClosed:
+                return (.refusedClosed, nil)
+            case .refuseFeedbackLoop:
+                state.stats.feedbackLoops += 1
+                return (.refusedFeedbackLoop, nil)
+            case .start(let generation, let superseding):
+                state.stats.started += 1
+                let ticket = output.begin()
+                state.tasks[generation] = makeRun(id: id, generation: generation, ticket: ticket)
+                return (.started(generation: generation), superseding.flatMap { state.tasks[$0] })
+            }
+        }
+        superseded?.cancel()
+        return result
+    }
+
+    /// Cancels the running work and refuses further ids. Idempotent, non-blocking, any thread.
+    public func cancel() {
+        let tasks = state.withLock { state in state.machine.close().compactMap { state.tasks[$0] } }
+        for task in tasks { task.cancel() }
+    }
+
+    /// Cancels, then waits until every run (including superseded ones still unwinding) has ended.
+    public func close() async {
+        cancel()
+        let tasks = state.withLock { Array($0.tasks.values) }
+        for task in tasks { await task.value }
+    }
+
+    private func makeRun(id: ID, generation: UInt64, ticket: LatestValue<Output>.Ticket) -> Task<Void, Never> {
+        let marker = ObjectIdentifier(self)
+        let parent = parentScope
+        return Task {
+            var began = false
+            let outcome = await LatestTaskMarker.$current.withValue(marker) {
+                await ResourceScope.$current.withValue(parent) {
+                    await withOutcome {
+                        if let debounce {
+                            try await Task.sleep(for: debounce)
+                        }
+                        began = true
+                        return try await withResourceScope(label, registry: registry) { scope in
+                            try await work(id, scope)
+                        }
+                    }
+                }
+            }
+            finish(generation: generation, ticket: ticket, outcome: outcome, began: began)
+        }
+    }
+
+    private func finish(generation: UInt64, ticket: LatestValue<Output>.Ticket, outcome: Outcome<Output>, began: Bool) {
+        let committed = outcome.value.map { output.commit($0, for: ticket) }
+        state.withLock { state in
+            _ = state.machine.workFinished(generation: generation)
+            state.tasks[generation] = nil
+            switch outcome {
+            case .completed:
+                if committed == true { state.stats.committed += 1 } else { state.stats.droppedStale += 1 }
+            case .cancelled, .deadlineExceeded:
+                if began { state.stats.cancelled += 1 } else { state.stats.debouncedAway += 1 }
+            case .failed:
+                state.stats.failed += 1
+            }
+        }
+    }
+}
+
+/// Marks the tasks that run a ``LatestTask``'s work, so that an update from inside the work is recognised.
+enum LatestTaskMarker {
+    @TaskLocal static var current: ObjectIdentifier?
+}

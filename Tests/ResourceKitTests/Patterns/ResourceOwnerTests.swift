@@ -1,0 +1,119 @@
+@testable import ResourceKit
+import TestSupport
+import Testing
+
+@Suite struct ResourceOwnerTests {
+    @Test func sameKeyRunsOnceAndRequestsObserveProgressAndOutcome() async throws {
+        let owner = ResourceOwner("uploads", registry: ResourceRegistry())
+        let runs = Locked(0)
+        let release = Signal()
+        let work: @Sendable (OwnedWorkContext) async throws -> Int = { context in
+            runs.withLock { $0 += 1 }
+            context.report(progress: 0.5)
+            try await release.wait()
+            context.report(progress: 1)
+            return 7
+        }
+        let first = try owner.run(key: "upload-1", work)
+        let second = try owner.run(key: "upload-1", work)
+        #expect(first === second)
+        #expect(throws: ResourceKitError.self) { _ = try owner.run(key: "upload-1") { _ in "other type" } }
+
+        try await waitUntil("progress reported") { first.progress == 0.5 }
+        // A request that observes and is cancelled does not cancel the work.
+        let observer = Task { try await first.outcome() }
+        observer.cancel()
+        await #expect(throws: CancellationError.self) { try await observer.value }
+        #expect(!first.isFinished)
+
+        release.set()
+        #expect(try await second.outcome().value == 7)
+        #expect(runs.withLock { $0 } == 1)
+        try await waitUntil("key freed") { owner.runningKeys.isEmpty }
+        #expect(await owner.shutdown().error == nil)
+        #expect(throws: ResourceKitError.self) { _ = try owner.run(key: "late") { _ in 1 } }
+    }
+
+    /// Two stages and a watchdog: one work finishes in the grace period, one is cancelled (its pipe torn
+    /// down at once), one ignores cancellation and is reported, by an event and an error.
+    @Test func shutdownGraceThenCancelThenWatchdog() async throws {
+        let registry = ResourceRegistry()
+        let events = registry.events()
+        let owner = ResourceOwner("sync", gracePeriod: .milliseconds(300), watchdog: .milliseconds(300), registry: registry)
+        let finishSoon = Signal()
+        let pipe = Locked<PipeResource?>(nil)
+        let letStuckEnd = Signal()
+
+        _ = try owner.run(key: "finishes") { _ in try await finishSoon.wait() }
+        _ = try owner.run(key: "cooperative") { context in
+            let resource = try PipeResource()
+            let handle = try await context.scope.register(resource, kind: PipeResource.kind, label: "pipe")
+            pipe.withLock { $0 = resource }
+            _ = try await resource.readByte(boundTo: handle)
+        }
+        let stuck = try owner.run(key: "ignores-cancel") { _ in
+            // Shields itself from cancellation: what a careless integration does.
+            await Task { try? await letStuckEnd.wait() }.value
+        }
+        try await waitUntil("pipe read blocked") { pipe.withLock { $0 } != nil }
+
+        let started = ContinuousClock.now
+        let shutdown = Task { await owner.shutdown() }
+        finishSoon.set()
+        let report = await shutdown.value
+        let elapsed = ContinuousClock.now - started
+
+        #expect(report.finishedInGrace == ["finishes"])
+        #expect(report.cancelled == ["cooperative"])
+        #expect(report.stuck == ["ignores-cancel"])
+        #expect(report.error?.code == .shutdownIncomplete)
+        #expect(!(report.error?.description.contains("ignores-cancel") ?? true), "keys may be user data")
+        #expect(elapsed >= .milliseconds(600) && elapsed < .seconds(5), "grace + watchdog, took \(elapsed)")
+        #expect(pipe.withLock { $0 }?.closeCount.load(ordering: .relaxed) == 1)
+
+        var sawStuck = false
+        for await event in events {
+            if case .leaked(.didNotStopAfterCancel) = event.kind { sawStuck = true; break }
+        }
+        #expect(sawStuck)
+        #expect(registry.liveCount == 1, "the stuck work is still live")
+
+        letStuckEnd.set()
+        #expect(try await stuck.outcome().name == "completed")
+        try await waitUntil("registry empty") { registry.liveCount == 0 }
+    }
+
+    @Test func adoptedResourceOutlivesTheRequestAndClosesAtShutdown() async throws {
+        let registry = ResourceRegistry()
+        let owner = ResourceOwner("connections", registry: registry)
+        let pipe = try PipeResource()
+        try await withResourceScope("request", deadline: .after(.seconds(30)), registry: registry) { scope in
+            let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
+            try owner.adopt(handle, from: scope)
+            #expect(handle.deadline == nil, "the request's deadline no longer applies")
+            #expect(throws: ResourceKitError.self) { try owner.adopt(handle, from: scope) }
+            scope.cancel()
+            #expect(!handle.isCancelled, "the request's cancellation no longer reaches it")
+        }
+        #expect(pipe.closeCount.load(ordering: .relaxed) == 0)
+        #expect(registry.liveCount == 1)
+        let report = await owner.shutdown()
+        #expect(report.adoptedClosed == 1)
+        #expect(pipe.closeCount.load(ordering: .relaxed) == 1)
+        #expect(registry.liveCount == 0)
+    }
+
+    @Test func groupShutsOwnersDownInReverseOrderOfCreation() async throws {
+        let group = ResourceOwnerGroup(registry: ResourceRegistry())
+        let order = Locked<[String]>([])
+        for label in ["database", "uploads", "notifications"] {
+            let owner = group.makeOwner(label, gracePeriod: .zero)
+            _ = try owner.run(key: "work") { _ in
+                do { try await Task.sleep(for: .seconds(60)) } catch { order.withLock { $0.append(label) } ; throw error }
+            }
+        }
+        let reports = await group.shutdown()
+        #expect(reports.map(\.label) == ["notifications", "uploads", "database"])
+        #expect(order.withLock { $0 } == ["notifications", "uploads", "database"])
+    }
+}

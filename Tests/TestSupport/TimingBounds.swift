@@ -1,0 +1,11 @@
+/// Bounds for timing assertions in tests. Time is measured precisely in `resource-demo bench`; tests only
+/// tell "returned promptly" from "waited for a timeout or hung", so the bounds are generous: the suite runs
+/// with every test in parallel on a 2-core machine, sometimes under the thread sanitizer.
+public enum TimingBound {
+    /// One cancel-to-return measurement outside the benchmark: a path that works returns in well under a
+    /// millisecond; a path that is broken waits for the operation's own timeout (20 s or more in the tests).
+    public static let singleShot: Duration = .seconds(1)
+
+    /// The median of several cancel-to-return measurements taken while holding the test gate.
+    public static let median: Duration = .milliseconds(50)
+}
