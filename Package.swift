@@ -36,7 +36,7 @@ let package = Package(
         // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes.
         .target(
             name: "TestSupport",
-            dependencies: ["ResourceKit"],
+            dependencies: ["ResourceKit", "PostgresAdapter"],
             path: "Tests/TestSupport",
             swiftSettings: strict
         ),
@@ -58,6 +58,12 @@ let package = Package(
         .testTarget(
             name: "PostgresAdapterTests",
             dependencies: ["PostgresAdapter", "ResourceKit", "CLibPQ", "TestSupport"],
+            swiftSettings: strict
+        ),
+        // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.
+        .testTarget(
+            name: "ResourceDemoTests",
+            dependencies: ["resource-demo", "PostgresAdapter", "ResourceKit", "TestSupport"],
             swiftSettings: strict
         ),
     ],

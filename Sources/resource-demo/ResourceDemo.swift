@@ -1,58 +1,73 @@
-import CSystemShims
 import Glibc
 import ResourceKit
 
-/// `resource-demo`: a tour of ResourceKit. (The per-resource commands arrive with the adapters.)
+/// `resource-demo`: the tour, one command per resource kind, a server, and the benchmark.
+///
+/// Exit status: 0 success (also a run that `--cancel-after` cancelled as asked); 1 a failure; 2 a usage
+/// error; 130 on SIGINT and 143 on SIGTERM, after every resource was torn down and the embedded Postgres
+/// stopped.
 @main
 struct ResourceDemo {
+    static let version = "0.3.0"
+
     static func main() async {
-        let arguments = Array(CommandLine.arguments.dropFirst())
-        if arguments.contains("--help") || arguments.contains("-h") {
-            print("""
-            usage: resource-demo [tour]
-                   resource-demo bench [--quick] [--json] [--postgres CONNINFO]
-            """)
-            return
+        let all = Array(CommandLine.arguments.dropFirst())
+        if all == ["--version"] {
+            Console.line("resource-demo \(version) (ResourceKit)")
+            exit(0)
         }
+        if all.first == "--help" || all.first == "-h" || all.first == "help" {
+            Console.line(HelpText.overview)
+            exit(0)
+        }
+        let command = all.first.flatMap { $0.hasPrefix("--") ? nil : $0 } ?? "tour"
+        let rest = all.first == command ? Array(all.dropFirst()) : all
+        guard let spec = HelpText.commands[command] else { usage("unknown command '\(command)'") }
+        if rest.contains("--help") || rest.contains("-h") {
+            Console.line(spec.help)
+            exit(0)
+        }
+        let arguments: Arguments
         do {
-            switch arguments.first {
-            case nil, "tour":
-                if let unknown = arguments.dropFirst().first { usage("unknown argument '\(unknown)'") }
-                try await CoreTour.run()
-            case "bench":
-                var quick = false, json = false
-                var postgres: String?
-                var rest = arguments.dropFirst()
-                while let flag = rest.popFirst() {
-                    switch flag {
-                    case "--quick": quick = true
-                    case "--json": json = true
-                    case "--postgres":
-                        guard let value = rest.popFirst() else { usage("--postgres needs a conninfo or URL") }
-                        postgres = value
-                    default: usage("unknown flag '\(flag)' for bench")
-                    }
-                }
-                try await Bench.run(quick: quick, json: json, postgres: postgres)
-            case let other?:
-                usage("unknown command '\(other)'")
-            }
+            arguments = try Arguments(command: command, rest, valueFlags: spec.valueFlags, switchFlags: spec.switchFlags)
         } catch {
-            FileHandleOutput.error("resource-demo: \(error)")
-            exit(1)
+            usage(String(describing: error))
+        }
+
+        let work = Task<Int32, Never> {
+            do {
+                return try await dispatch(command, arguments)
+            } catch let error as UsageError {
+                usage(error.description)
+            } catch {
+                if Task.isCancelled { return 0 }
+                Console.error("resource-demo: \(error)")
+                return 1
+            }
+        }
+        let signals = SignalCanceller { work.cancel() }
+        let status = await work.value
+        exit(signals.exitStatus ?? status)
+    }
+
+    static func dispatch(_ command: String, _ arguments: Arguments) async throws -> Int32 {
+        switch command {
+        case "tour": return try await Tour.run(arguments)
+        case "pg": return try await PgCommand.run(arguments)
+        case "socket": return try await StreamCommands.socket(arguments)
+        case "file": return try await StreamCommands.file(arguments)
+        case "latest": return try await LatestCommand.run(arguments)
+        case "serve": return try await ServeCommand.run(arguments)
+        case "bench":
+            try await Bench.run(quick: arguments.has("--quick"), json: arguments.has("--json"), postgres: arguments.value("--postgres"))
+            return 0
+        default: throw UsageError("unknown command '\(command)'")
         }
     }
 }
 
-/// Prints a usage error (naming the bad argument) and exits with status 2.
+/// Prints a usage error (naming the bad flag or value) and exits with status 2.
 func usage(_ message: String) -> Never {
-    FileHandleOutput.error("resource-demo: \(message) (try --help)")
+    Console.error("resource-demo: \(message) (try --help)")
     exit(2)
-}
-
-enum FileHandleOutput {
-    static func error(_ line: String) {
-        var text = line + "\n"
-        text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
-    }
 }

@@ -1,6 +1,7 @@
 /// Thrown by ``waitUntil(_:timeout:_:)`` when the awaited state never came.
 public struct ConditionNeverHeld: Error, CustomStringConvertible {
     public let description: String
+    public init(description: String) { self.description = description }
 }
 
 /// Yields until `condition` holds: for awaiting an observable state (a wait parked in the reactor, a job

@@ -58,10 +58,30 @@ public final class EmbeddedPostgres: Sendable {
     /// being set up is stopped and removed when its step finishes.
     public static func start() async throws -> EmbeddedPostgres {
         let bin = try findBinaries()
-        let server = try await BlockingPool.shared.run { () throws -> EmbeddedPostgres in
-            try startBlocking(bin: bin)
+        // Whoever comes second stops the cluster: the job when the caller already gave up, or the cancel
+        // hook when the job had already produced a cluster that the caller will never receive.
+        let handoff = Locked<(abandoned: Bool, produced: EmbeddedPostgres?)>((false, nil))
+        return try await BlockingPool.shared.run(onCancel: { _ in
+            let orphan = handoff.withLock { state -> EmbeddedPostgres? in
+                state.abandoned = true
+                defer { state.produced = nil }
+                return state.produced
+            }
+            if let orphan, !BlockingPool.shared.submit({ orphan.stopBlocking() }) {
+                Thread.detachNewThread { orphan.stopBlocking() }
+            }
+        }) { () throws -> EmbeddedPostgres in
+            let server = try startBlocking(bin: bin)
+            let abandoned = handoff.withLock { state -> Bool in
+                if !state.abandoned { state.produced = server }
+                return state.abandoned
+            }
+            if abandoned {
+                server.stopBlocking()
+                throw CancellationError()
+            }
+            return server
         }
-        return server
     }
 
     static func startBlocking(bin: String) throws -> EmbeddedPostgres {

@@ -73,6 +73,7 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
         var machine = LatestTaskStateMachine<ID>()
         var tasks: [UInt64: Task<Void, Never>] = [:]
         var stats = Stats()
+        var idleWaiters: [Signal] = []
     }
 
     private let state = Locked(State())
@@ -114,6 +115,20 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
 
     /// Number of runs whose work has not ended yet (superseded runs that are still unwinding count).
     public var runningCount: Int { state.withLock { $0.tasks.count } }
+
+    /// Waits until no run is in progress (none debouncing, running or unwinding): the latest result, if
+    /// any, is then in ``output``. Returns at once when idle.
+    ///
+    /// Cancellation: throws `CancellationError` when the waiting task is cancelled; the runs are unaffected.
+    public func idle() async throws {
+        let signal = state.withLock { state -> Signal? in
+            guard !state.tasks.isEmpty else { return nil }
+            let signal = Signal()
+            state.idleWaiters.append(signal)
+            return signal
+        }
+        try await signal?.wait()
+    }
 
     /// Moves the task to `id`: a new id cancels the running work (its resources torn down at once) and starts
     /// work for `id`; the same id does nothing. Non-blocking, any thread.
@@ -177,9 +192,10 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
 
     private func finish(generation: UInt64, ticket: LatestValue<Output>.Ticket, outcome: Outcome<Output>, began: Bool) {
         let committed = outcome.value.map { output.commit($0, for: ticket) }
-        state.withLock { state in
+        let idle = state.withLock { state -> [Signal] in
             _ = state.machine.workFinished(generation: generation)
             state.tasks[generation] = nil
+            defer { if state.tasks.isEmpty { state.idleWaiters = [] } }
             switch outcome {
             case .completed:
                 if committed == true { state.stats.committed += 1 } else { state.stats.droppedStale += 1 }
@@ -188,7 +204,9 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
             case .failed:
                 state.stats.failed += 1
             }
+            return state.tasks.isEmpty ? state.idleWaiters : []
         }
+        for signal in idle { signal.set() }
     }
 }
 

@@ -19,7 +19,7 @@ enum Bench {
         }
 
         func row(json: Bool) -> String {
-            let us = { (d: Duration) in Double(CoreTour.microseconds(d)) }
+            let us = { (d: Duration) in Double(d.microseconds) }
             if json {
                 return "{\"figure\": \"\(name)\", \"unit\": \"us\", \"median\": \(us(quantile(0.5))), \"p90\": \(us(quantile(0.9))), \"p99\": \(us(quantile(0.99))), \"samples\": \(samples.count)}"
             }
@@ -98,7 +98,7 @@ enum Bench {
                 _ = row
             }
         }
-        let seconds = Double(CoreTour.microseconds(ContinuousClock.now - start)) / 1_000_000
+        let seconds = Double((ContinuousClock.now - start).microseconds) / 1_000_000
         return (count, residentKiB() - baseline, (seconds * 10).rounded() / 10)
     }
 

@@ -1,11 +1,10 @@
 import Foundation
-import PostgresAdapter
+public import PostgresAdapter
 import ResourceKit
-import TestSupport
 
 /// The server the Postgres tests use: `RESOURCEKIT_TEST_POSTGRES` (a conninfo or URL) if set, else one
 /// embedded throwaway cluster per test process, stopped at exit. Never skipped: a missing server fails.
-enum TestDatabase {
+public enum TestDatabase {
     private static let embedded = Locked<EmbeddedPostgres?>(nil)
     private static let startup = Task<String, any Error> {
         if let configured = ProcessInfo.processInfo.environment["RESOURCEKIT_TEST_POSTGRES"], !configured.isEmpty {
@@ -23,23 +22,23 @@ enum TestDatabase {
     }
 
     /// The conninfo of the test server.
-    static func conninfo() async throws -> String {
+    public static func conninfo() async throws -> String {
         try await startup.value
     }
 
     /// A separate, private cluster (for tests that kill the server).
-    static func privateCluster() async throws -> EmbeddedPostgres {
+    public static func privateCluster() async throws -> EmbeddedPostgres {
         try await EmbeddedPostgres.start()
     }
 
     /// What `pg_stat_activity` says about `pid`: its `state` (`active`, `idle`, ...), or nil if gone.
-    static func backendState(_ pid: Int32, observer: PostgresConnection) async throws -> String? {
+    public static func backendState(_ pid: Int32, observer: PostgresConnection) async throws -> String? {
         let rows = try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)])
         return try rows.first?.decode(String?.self, at: 0)
     }
 
     /// Waits (polling the observer, bounded) until `pid` is no longer active; returns how long it took.
-    static func waitUntilNotActive(_ pid: Int32, observer: PostgresConnection, within bound: Duration = .seconds(1)) async throws -> Duration? {
+    public static func waitUntilNotActive(_ pid: Int32, observer: PostgresConnection, within bound: Duration = .seconds(1)) async throws -> Duration? {
         let start = ContinuousClock.now
         while ContinuousClock.now - start < bound {
             if try await backendState(pid, observer: observer) != "active" { return ContinuousClock.now - start }
@@ -48,7 +47,7 @@ enum TestDatabase {
     }
 
     /// Waits until `pid` runs a query (so a cancel lands mid-query, not before it was sent).
-    static func waitUntilActive(_ pid: Int32, observer: PostgresConnection) async throws {
+    public static func waitUntilActive(_ pid: Int32, observer: PostgresConnection) async throws {
         let start = ContinuousClock.now
         while try await backendState(pid, observer: observer) != "active" {
             if ContinuousClock.now - start > .seconds(10) { throw PostgresError(.connection, "backend never became active") }

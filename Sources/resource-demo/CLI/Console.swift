@@ -1,0 +1,144 @@
+import Glibc
+
+/// Output for humans (stdout, stderr) and for programs (`--json`: one JSON object per line).
+enum Console {
+    /// Writes a line to stdout and flushes it, so a reading process sees it at once.
+    static func line(_ text: String) {
+        write(1, text + "\n")
+    }
+
+    /// Writes a line to stderr.
+    static func error(_ text: String) {
+        write(2, text + "\n")
+    }
+
+    /// Rewrites the current terminal line (a live status); a no-op unless stdout is a terminal.
+    static func status(_ text: String) {
+        guard isatty(1) == 1 else { return }
+        write(1, "\r\u{1B}[2K" + text)
+    }
+
+    /// Ends a live status line.
+    static func endStatus() {
+        guard isatty(1) == 1 else { return }
+        write(1, "\r\u{1B}[2K")
+    }
+
+    private static func write(_ fd: Int32, _ text: String) {
+        var text = text
+        text.withUTF8 { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+}
+
+/// A JSON object with keys in insertion order.
+struct JSONLine {
+    enum Value {
+        case string(String)
+        case int(Int64)
+        case double(Double)
+        case bool(Bool)
+        case null
+    }
+
+    private var fields: [(String, Value)] = []
+
+    init(_ fields: KeyValuePairs<String, Value> = [:]) {
+        for (key, value) in fields { self.fields.append((key, value)) }
+    }
+
+    mutating func set(_ key: String, _ value: Value) {
+        if let index = fields.firstIndex(where: { $0.0 == key }) {
+            fields[index].1 = value
+        } else {
+            fields.append((key, value))
+        }
+    }
+
+    var text: String {
+        "{" + fields.map { "\(JSONLine.quote($0.0)): \(JSONLine.render($0.1))" }.joined(separator: ", ") + "}"
+    }
+
+    static func render(_ value: Value) -> String {
+        switch value {
+        case .string(let text): return quote(text)
+        case .int(let number): return String(number)
+        case .double(let number): return number.isFinite ? String(number) : "null"
+        case .bool(let flag): return flag ? "true" : "false"
+        case .null: return "null"
+        }
+    }
+
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+extension Duration {
+    /// Whole microseconds.
+    var microseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+    }
+
+    /// Milliseconds with two decimals, for humans.
+    var millisecondsText: String {
+        let hundredths = microseconds / 10
+        let fraction = hundredths % 100
+        return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction) ms"
+    }
+}
+
+/// A live status line ("label… 1.2 s") on a terminal while some work runs.
+enum LiveStatus {
+    /// Runs `body`, showing `label` and the elapsed time (when stdout is a terminal and `label` is not nil).
+    static func `while`<T>(_ label: String?, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async rethrows -> T {
+        guard let label, isatty(1) == 1 else { return try await body() }
+        let started = ContinuousClock.now
+        let ticker = Task {
+            while !Task.isCancelled {
+                let elapsed = ContinuousClock.now - started
+                Console.status("\(label)… \(elapsed.millisecondsText)")
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        do {
+            let result = try await body()
+            ticker.cancel()
+            await ticker.value
+            Console.endStatus()
+            return result
+        } catch {
+            ticker.cancel()
+            await ticker.value
+            Console.endStatus()
+            throw error
+        }
+    }
+}

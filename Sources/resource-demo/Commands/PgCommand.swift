@@ -1,0 +1,70 @@
+import PostgresAdapter
+import ResourceKit
+
+/// `resource-demo pg --sql SQL [--cancel-after DURATION] [--postgres URL] [--json]`: runs one statement; a
+/// cancel (the timer or a signal) sends a cancel request, and the command reports whether the backend is idle.
+enum PgCommand {
+    static let valueFlags: Set<String> = ["--sql", "--cancel-after", "--postgres"]
+
+    static func run(_ arguments: Arguments) async throws -> Int32 {
+        let sql = try arguments.required("--sql")
+        let cancelAfter = try arguments.duration("--cancel-after")
+        let json = arguments.has("--json")
+        return try await PostgresTarget.with(arguments.value("--postgres"), quiet: json) { conninfo in
+            try await withResourceScope("demo.pg") { scope in
+                let connection = try await PostgresConnection.connect(conninfo, in: scope)
+                let report = await runCancellable(cancelAfter: cancelAfter) {
+                    try await connection.execute(sql)
+                }
+                // Server-side confirmation, from a second connection: is our backend still running a query?
+                var backendState: String?
+                if report.cancelToReturn != nil, !Task.isCancelled {
+                    backendState = try? await observeState(of: connection.backendPID, conninfo: conninfo, in: scope)
+                }
+                emit(report, pid: connection.backendPID, backendState: backendState, json: json)
+                return report.exitStatus
+            }
+        }
+    }
+
+    /// Waits (up to 2 s) until `pid` is not `active`; returns the state seen last.
+    static func observeState(of pid: Int32, conninfo: String, in scope: ResourceScope) async throws -> String {
+        let observer = try await PostgresConnection.connect(conninfo, in: scope)
+        let start = ContinuousClock.now
+        var state = "unknown"
+        repeat {
+            let rows = try await observer.query("SELECT coalesce(state, 'gone') FROM pg_stat_activity WHERE pid = $1", [Int(pid)])
+            state = try rows.first?.decode(String.self, at: 0) ?? "gone"
+        } while state == "active" && ContinuousClock.now - start < .seconds(2)
+        return state
+    }
+
+    static func emit(_ report: RunReport<PostgresResult>, pid: Int32, backendState: String?, json: Bool) {
+        if json {
+            var line = report.json
+            line.set("command", .string("pg"))
+            line.set("backend_pid", .int(Int64(pid)))
+            if let backendState { line.set("backend_state", .string(backendState)) }
+            if let result = report.outcome.value {
+                line.set("rows", .int(Int64(result.rows.count)))
+                line.set("command_tag", .string(result.commandTag))
+            }
+            Console.line(line.text)
+            return
+        }
+        switch report.outcome {
+        case .completed(let result):
+            for row in result.rows {
+                Console.line(row.values.map { $0 ?? "NULL" }.joined(separator: "\t"))
+            }
+            Console.line("(\(result.commandTag), backend pid \(pid))")
+        case .cancelled:
+            let latency = report.cancelToReturn.map { " in \($0.millisecondsText)" } ?? ""
+            Console.line("cancelled: the task returned\(latency); backend \(pid) is \(backendState ?? "not checked") on the server")
+        case .deadlineExceeded:
+            Console.line("deadline exceeded (backend \(pid))")
+        case .failed(let error):
+            Console.error("resource-demo: \(error)")
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import PostgresAdapter
+import ResourceKit
+import SocketAdapter
+
+/// `resource-demo serve [--listen HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]`: a line
+/// protocol server on loopback. Each client is a resource scope; a client that disconnects while its command
+/// runs has its query cancelled on the server at once.
+///
+/// Protocol (one command per line, answers end with `\n`):
+/// `PING` → `PONG`; `SLEEP <seconds>` → `SELECT pg_sleep($1)` → `OK`; `SERIES <n>` → `generate_series(1, $1)`
+/// one number per line, then `OK`; `QUIT` → `BYE` and close. Anything else → `ERR <reason>`, and the
+/// connection stays usable; a line over 4 KiB → `ERR line too long`, and the connection is closed. No SQL is
+/// ever taken from the network.
+enum ServeCommand {
+    static let valueFlags: Set<String> = ["--listen", "--postgres", "--pool", "--max-connections"]
+
+    struct Configuration: Sendable {
+        var host = "127.0.0.1"
+        var port = 7070
+        var poolSize = 4
+        var maxConnections = 64
+    }
+
+    static func run(_ arguments: Arguments) async throws -> Int32 {
+        var configuration = Configuration()
+        if let listen = try arguments.hostPort("--listen") { (configuration.host, configuration.port) = listen }
+        configuration.poolSize = try arguments.integer("--pool", in: 1...256) ?? configuration.poolSize
+        configuration.maxConnections = try arguments.integer("--max-connections", in: 1...10_000) ?? configuration.maxConnections
+        return try await PostgresTarget.with(arguments.value("--postgres")) { conninfo in
+            let pool = try PostgresPool(conninfo: conninfo, maxConnections: configuration.poolSize)
+            do {
+                try await serve(configuration, pool: pool)
+            } catch {
+                await Task { await pool.shutdown() }.value
+                throw error
+            }
+            await Task { await pool.shutdown() }.value
+            return 0
+        }
+    }
+
+    static func serve(_ configuration: Configuration, pool: PostgresPool) async throws {
+        try await withResourceScope("serve") { scope in
+            let listener = try await SocketListener.bind(host: configuration.host, port: configuration.port, in: scope)
+            Console.line("listening on \(configuration.host):\(listener.port)")
+            let clients = Locked(0)
+            try await withThrowingDiscardingTaskGroup { group in
+                while true {
+                    // One acceptor at a time, each in the scope of the client it accepts.
+                    let accepted = Signal()
+                    group.addTask {
+                        do {
+                            try await withResourceScope("client") { clientScope in
+                                let connection: SocketConnection
+                                do {
+                                    connection = try await listener.accept(in: clientScope)
+                                } catch {
+                                    accepted.set()
+                                    throw error
+                                }
+                                accepted.set()
+                                let admitted = clients.withLock { count -> Bool in
+                                    guard count < configuration.maxConnections else { return false }
+                                    count += 1
+                                    return true
+                                }
+                                guard admitted else {
+                                    try? await connection.write("ERR busy\n")
+                                    return
+                                }
+                                defer { clients.withLock { $0 -= 1 } }
+                                await ClientSession(connection: connection, pool: pool).run()
+                            }
+                        } catch is CancellationError {
+                        } catch let error as SocketError {
+                            Console.error("resource-demo serve: accept failed: \(error)")
+                        }
+                    }
+                    try await accepted.wait()
+                    try scope.checkCancellation()
+                }
+            }
+        }
+    }
+}

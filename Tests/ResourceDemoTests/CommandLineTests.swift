@@ -1,0 +1,74 @@
+import Foundation
+import Glibc
+import TestSupport
+import Testing
+
+/// The CLI contract without a database: usage errors, help, files, FIFOs and sockets.
+@Suite struct CommandLineTests {
+    @Test(arguments: [
+        (["--bogus"], "--bogus"),
+        (["pg"], "--sql"),
+        (["pg", "--sql", "SELECT 1", "--cancel-after", "5x"], "--cancel-after"),
+        (["socket", "--connect", "nohostport"], "--connect"),
+        (["file", "--path"], "--path"),
+        (["serve", "--pool", "0"], "--pool"),
+        (["latest", "--debounce", "-1s"], "--debounce"),
+        (["frobnicate"], "frobnicate"),
+    ])
+    func usageErrorsExitTwoAndNameTheFlag(arguments: [String], named flag: String) async throws {
+        let (status, process) = try await DemoProcess.run(arguments)
+        #expect(status == 2)
+        #expect(process.standardError.contains(flag), "stderr: \(process.standardError)")
+    }
+
+    @Test func helpAndVersion() async throws {
+        let (status, process) = try await DemoProcess.run(["--help"])
+        #expect(status == 0)
+        for command in ["tour", "pg", "socket", "file", "latest", "serve", "bench"] {
+            #expect(process.standardOutput.contains("resource-demo \(command)") || command == "tour")
+        }
+        let (pgStatus, pg) = try await DemoProcess.run(["pg", "--help"])
+        #expect(pgStatus == 0 && pg.standardOutput.contains("--cancel-after"))
+        let (versionStatus, version) = try await DemoProcess.run(["--version"])
+        #expect(versionStatus == 0 && version.standardOutput.hasPrefix("resource-demo "))
+    }
+
+    @Test func fileCopiesARegularFileAndMissingFileFails() async throws {
+        let path = "/tmp/resource-demo-file-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try "hello\nworld\n".write(toFile: path, atomically: true, encoding: .utf8)
+        defer { unlink(path) }
+        let (status, process) = try await DemoProcess.run(["file", "--path", path])
+        #expect(status == 0)
+        #expect(process.standardOutput == "hello\nworld\n")
+
+        let (missingStatus, missing) = try await DemoProcess.run(["file", "--path", path + ".missing", "--json"])
+        #expect(missingStatus == 1)
+        #expect(missing.jsonLines.first?["outcome"] as? String == "failed")
+    }
+
+    @Test func fifoReadCancelledAfterADurationExitsZero() async throws {
+        let path = "/tmp/resource-demo-fifo-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        #expect(mkfifo(path, 0o600) == 0)
+        defer { unlink(path) }
+        let writer = open(path, O_RDWR | O_NONBLOCK)  // a writer that stays silent
+        defer { close(writer) }
+        let (status, process) = try await DemoProcess.run(["file", "--path", path, "--cancel-after", "100ms", "--json"])
+        #expect(status == 0)
+        let line = try #require(process.jsonLines.first)
+        #expect(line["outcome"] as? String == "cancelled")
+        let latency = try #require(line["cancel_to_return_us"] as? Int)
+        #expect(latency >= 0 && latency < 1_000_000)
+    }
+
+    @Test func socketRefusedFailsAndSilentPeerIsCancelled() async throws {
+        let refusing = LoopbackPort()  // bound, not listening: connections are refused
+        let (refusedStatus, refused) = try await DemoProcess.run(["socket", "--connect", "127.0.0.1:\(refusing.port)", "--json"])
+        #expect(refusedStatus == 1)
+        #expect(refused.jsonLines.first?["outcome"] as? String == "failed")
+
+        let silent = LoopbackPort(listen: 16)
+        let (status, process) = try await DemoProcess.run(["socket", "--connect", "127.0.0.1:\(silent.port)", "--cancel-after", "100ms", "--json"])
+        #expect(status == 0)
+        #expect(process.jsonLines.first?["outcome"] as? String == "cancelled")
+    }
+}

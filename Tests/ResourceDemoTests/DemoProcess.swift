@@ -1,0 +1,101 @@
+import Foundation
+import Glibc
+import ResourceKit
+import TestSupport
+
+/// The built `resource-demo` binary running as a child process, its stdout and stderr captured in files.
+final class DemoProcess: Sendable {
+    struct SpawnFailed: Error, CustomStringConvertible { let description: String }
+
+    let pid: pid_t
+    private let directory: String
+    private let exited = Signal()
+    private let status = Locked<Int32?>(nil)
+
+    /// The binary beside the test bundle (`swift test` builds it: the test target depends on it).
+    static let binary: String = {
+        let testRunner = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return testRunner.deletingLastPathComponent().appendingPathComponent("resource-demo").path
+    }()
+
+    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        var template = Array("/tmp/resource-demo-test-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw SpawnFailed(description: "mkdtemp failed") }
+        directory = String(cString: made)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, directory + "/stdout", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, directory + "/stderr", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let words = [Self.binary] + arguments
+        var argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var merged = ProcessInfo.processInfo.environment
+        merged["DATABASE_URL"] = nil
+        for (key, value) in environment { merged[key] = value }
+        var envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, Self.binary, &actions, nil, &argv, &envp)
+        guard result == 0 else { throw SpawnFailed(description: "posix_spawn \(Self.binary): errno \(result)") }
+        pid = child
+        let (exited, status, spawned) = (self.exited, self.status, child)
+        Thread.detachNewThread {
+            var raw: Int32 = 0
+            while waitpid(spawned, &raw, 0) < 0, errno == EINTR {}
+            // WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out (they are macros).
+            let code = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            status.withLock { $0 = code }
+            exited.set()
+        }
+    }
+
+    deinit {
+        if !exited.isSet { kill(pid, SIGKILL) }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var standardOutput: String { (try? String(contentsOfFile: directory + "/stdout", encoding: .utf8)) ?? "" }
+    var standardError: String { (try? String(contentsOfFile: directory + "/stderr", encoding: .utf8)) ?? "" }
+
+    /// The JSON objects printed on stdout.
+    var jsonLines: [[String: Any]] {
+        standardOutput.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    func signal(_ number: Int32) { kill(pid, number) }
+
+    /// Waits for the exit and returns the status (128 + signal when killed by one); kills the process and
+    /// fails after `timeout`.
+    @discardableResult
+    func exitStatus(timeout: Duration = .seconds(60)) async throws -> Int32 {
+        do {
+            try await exited.wait(deadline: .now + timeout)
+        } catch {
+            kill(pid, SIGKILL)
+            throw ConditionNeverHeld(description: "resource-demo did not exit within \(timeout); stderr: \(standardError)")
+        }
+        return status.withLock { $0 } ?? -1
+    }
+
+    /// Waits until stdout has a line containing `text`; returns that line.
+    func line(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let line = standardOutput.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
+            if exited.isSet || ContinuousClock.now > deadline {
+                throw ConditionNeverHeld(description: "no line containing '\(text)'; stdout: \(standardOutput) stderr: \(standardError)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Runs the demo to its end.
+    static func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, process: DemoProcess) {
+        let process = try DemoProcess(arguments)
+        return (try await process.exitStatus(timeout: timeout), process)
+    }
+}

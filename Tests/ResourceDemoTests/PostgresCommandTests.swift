@@ -1,0 +1,96 @@
+import Foundation
+import Glibc
+import PostgresAdapter
+import ResourceKit
+import TestSupport
+import Testing
+
+/// `pg`, `latest` and `serve` against the test server, observed from a second connection.
+@Suite struct PostgresCommandTests {
+    @Test func pgCancelledByCancelAfterExitsZeroAndTheBackendIsIdle() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let (status, process) = try await DemoProcess.run(["pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "300ms", "--postgres", conninfo, "--json"])
+        #expect(status == 0, "stderr: \(process.standardError)")
+        let line = try #require(process.jsonLines.first)
+        #expect(line["outcome"] as? String == "cancelled")
+        #expect(line["backend_state"] as? String == "idle")
+        #expect((line["backend_pid"] as? Int ?? 0) > 0)
+        #expect((line["cancel_to_return_us"] as? Int).map { $0 < 1_000_000 } == true)
+    }
+
+    @Test func pgCompletedAndFailedOutcomes() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let (status, process) = try await DemoProcess.run(["pg", "--sql", "SELECT 41 + 1", "--postgres", conninfo])
+        #expect(status == 0)
+        #expect(process.standardOutput.hasPrefix("42\n"))
+        let (failedStatus, failed) = try await DemoProcess.run(["pg", "--sql", "SELEKT 1", "--postgres", conninfo, "--json"])
+        #expect(failedStatus == 1)
+        #expect(failed.jsonLines.first?["outcome"] as? String == "failed")
+    }
+
+    /// SIGINT cancels the root scope: the query is cancelled on the server, the process exits 130.
+    @Test func sigintDuringPgExits130AndTheQueryIsGone() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let marker = "rk-sigint-\(UInt32.random(in: 0...UInt32.max))"
+        let process = try DemoProcess(["pg", "--sql", "SELECT pg_sleep(30) /* \(marker) */", "--postgres", conninfo, "--json"])
+        try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let pid = try await Self.activeBackend(running: marker, observer: observer)
+            process.signal(SIGINT)
+            #expect(try await process.exitStatus() == 130)
+            #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil)
+        }
+    }
+
+    @Test func latestWithDebounceReachesTheServerOnce() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let (status, process) = try await DemoProcess.run(["latest", "--ids", "a,ab,abc", "--debounce", "300ms", "--postgres", conninfo, "--json"])
+        #expect(status == 0, "stderr: \(process.standardError)")
+        let summary = try #require(process.jsonLines.last)
+        #expect(summary["committed"] as? String == "abc")
+        #expect(summary["server_executions"] as? Int == 1)
+        #expect(process.jsonLines.count == 4, "one line per update and the summary")
+    }
+
+    /// The pid of the backend whose query contains `marker`, once it is active.
+    static func activeBackend(running marker: String, observer: PostgresConnection) async throws -> Int32 {
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .seconds(60) {
+            let rows = try await observer.query(
+                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()", ["%" + marker + "%"])
+            if let row = rows.first { return Int32(try row.decode(Int.self, at: 0)) }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ConditionNeverHeld(description: "no backend ran the query")
+    }
+}
+
+/// Without `--postgres`, the demo starts its own cluster; a signal stops it before the process exits.
+@Suite struct EmbeddedClusterCommandTests {
+    @Test func sigtermStopsTheEmbeddedClusterBeforeExit() async throws {
+        try await exclusively {
+            let before = Set(try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter { $0.hasPrefix("resourcekit-pg-") })
+            let process = try DemoProcess(["pg", "--sql", "SELECT pg_sleep(30)"])
+            // The cluster's postmaster, once it is up.
+            var postmaster: pid_t = 0
+            var directory = ""
+            let start = ContinuousClock.now
+            while postmaster == 0, ContinuousClock.now - start < .seconds(60) {
+                let now = Set(try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter { $0.hasPrefix("resourcekit-pg-") })
+                if let new = now.subtracting(before).first,
+                   let pidFile = try? String(contentsOfFile: "/tmp/\(new)/data/postmaster.pid", encoding: .utf8),
+                   let pid = pid_t(pidFile.split(separator: "\n").first ?? ""), pid > 0 {  // initdb writes a negative pid
+                    (postmaster, directory) = (pid, "/tmp/\(new)")
+                } else {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            try #require(postmaster > 0, "the demo's cluster never came up")
+            process.signal(SIGTERM)
+            #expect(try await process.exitStatus() == 143)
+            // pg_ctl stop returns once the pid file is gone; the process itself ends a moment later.
+            try await waitUntil("the postmaster is gone", timeout: .seconds(5)) { kill(postmaster, 0) == -1 && errno == ESRCH }
+            #expect(!FileManager.default.fileExists(atPath: directory), "the cluster's directory is removed")
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Glibc
+import PostgresAdapter
+import ResourceKit
+import SocketAdapter
+import TestSupport
+import Testing
+
+/// `serve` end to end: a real server process, real clients on loopback, the database observed directly.
+@Suite struct ServeTests {
+    @Test func disconnectCancelsTheQueryAndBadInputNeverHurtsOtherClients() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo, "--pool", "2"])
+        let listening = try await server.line(containing: "listening on ")
+        let port = try #require(Int(listening.split(separator: ":").last ?? ""))
+
+        try await withResourceScope("clients", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let steady = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
+            try await steady.write("PING\n")
+            #expect(try await steady.readLine() == "PONG")
+
+            // A client sends SLEEP 30 and disconnects: its backend is idle within 1 s.
+            try await withResourceScope("leaving") { leaving in
+                let client = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: leaving)
+                try await client.write("SLEEP 30\n")
+                let pid = try await Self.sleepingBackend(observer: observer)
+                client.resetConnection()
+                #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer, within: .seconds(1)) != nil)
+            }
+
+            // Bad commands get ERR and the connection stays usable.
+            try await steady.write("FROB\n")
+            #expect(try await steady.readLine()?.hasPrefix("ERR ") == true)
+            try await steady.write("SLEEP forever\n")
+            #expect(try await steady.readLine()?.hasPrefix("ERR ") == true)
+            try await steady.write([0xff, 0x00, 0xfe, 0x0a])
+            #expect(try await steady.readLine()?.hasPrefix("ERR ") == true)
+
+            // A line over 4 KiB: ERR, then the server closes that connection.
+            let flooder = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
+            try await flooder.write(String(repeating: "x", count: 5000) + "\n")
+            #expect(try await flooder.readLine() == "ERR line too long")
+            #expect(try await flooder.readLine() == nil)
+
+            // The steady client still works: a short series, then QUIT.
+            try await steady.write("SERIES 5\n")
+            var numbers: [String] = []
+            while let line = try await steady.readLine(), line != "OK" { numbers.append(line) }
+            #expect(numbers == ["1", "2", "3", "4", "5"])
+            try await steady.write("QUIT\n")
+            #expect(try await steady.readLine() == "BYE")
+        }
+        server.signal(SIGTERM)
+        #expect(try await server.exitStatus() == 143)
+    }
+
+    @Test func connectionLimitRefusesExtras() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo, "--max-connections", "1"])
+        let port = try #require(Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
+        try await withResourceScope("clients", registry: ResourceRegistry()) { scope in
+            let first = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
+            try await first.write("PING\n")
+            #expect(try await first.readLine() == "PONG")
+            let second = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
+            #expect(try await second.readLine() == "ERR busy")
+        }
+        server.signal(SIGINT)
+        #expect(try await server.exitStatus() == 130)
+    }
+
+    static func sleepingBackend(observer: PostgresConnection) async throws -> Int32 {
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .seconds(30) {
+            let rows = try await observer.query(
+                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep($1)'")
+            if let row = rows.first { return Int32(try row.decode(Int.self, at: 0)) }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw ConditionNeverHeld(description: "the SLEEP query never ran")
+    }
+}
