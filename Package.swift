@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "PostgresAdapter", dependencies: ["ResourceKit", "CLibPQ"], swiftSettings: strict),
         .executableTarget(
             name: "resource-demo",
-            dependencies: ["ResourceKit", "CSystemShims", "SocketAdapter", "FileAdapter", "PostgresAdapter"],
+            dependencies: ["ResourceKit", "CSystemShims", "SocketAdapter", "FileAdapter", "PostgresAdapter", "CLibPQ"],
             swiftSettings: strict
         ),
         // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes.
@@ -58,6 +58,13 @@ let package = Package(
         .testTarget(
             name: "PostgresAdapterTests",
             dependencies: ["PostgresAdapter", "ResourceKit", "CLibPQ", "TestSupport"],
+            swiftSettings: strict
+        ),
+        // The reliability suite: random-point cancellation, faults and bad input. Short form by default;
+        // RESOURCEKIT_RELIABILITY=long for the long form.
+        .testTarget(
+            name: "ReliabilityTests",
+            dependencies: ["resource-demo", "PostgresAdapter", "SocketAdapter", "FileAdapter", "ResourceKit", "TestSupport"],
             swiftSettings: strict
         ),
         // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.

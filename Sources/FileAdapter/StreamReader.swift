@@ -21,9 +21,14 @@ public final class StreamReader: ManagedResource, BufferedByteReader, CustomStri
     /// Flags to restore on close when the descriptor is shared with the rest of the process (stdin).
     private let restoreFlags: (fd: Int32, flags: Int32)?
 
+    /// A FIFO reads as ended (`read` returns 0) until its first writer connects: see ``receive(upTo:)``.
+    private let isFIFO: Bool
+
     private init(fd: Int32, reactor: IOReactor, restoreFlags: (fd: Int32, flags: Int32)?) {
         descriptor = GuardedDescriptor(fd, reactor: reactor)
         self.restoreFlags = restoreFlags
+        var info = stat()
+        isFIFO = fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO
     }
 
     public var description: String { "StreamReader(\(descriptor))" }
@@ -74,11 +79,27 @@ public final class StreamReader: ManagedResource, BufferedByteReader, CustomStri
 
     /// Reads what is available (at most `maxBytes`, at least one); `nil` once every writer is gone.
     /// Cancellation: see the type's documentation.
+    ///
+    /// A FIFO that no writer has opened yet is not at its end: the read waits for the first writer. The end
+    /// comes when every writer that came has gone (Linux reports `POLLHUP` only after a writer connected).
     public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
         let handle = handleSlot.withLock { $0 }
-        return try await descriptor.readSome(upTo: maxBytes, boundTo: handle) {
-            FileError.from(errno: $0, path: "stream", call: "read")
+        while true {
+            let bytes = try await descriptor.readSome(upTo: maxBytes, boundTo: handle) {
+                FileError.from(errno: $0, path: "stream", call: "read")
+            }
+            guard bytes == nil, isFIFO else { return bytes }
+            if try descriptor.withDescriptor({ Self.pollNow($0) }) != 0 { return nil }
+            // No writer yet: wait until one writes or comes and goes, then read again.
+            try await descriptor.perform(.readable, boundTo: handle) { fd in Self.pollNow(fd) != 0 ? () : nil }
         }
+    }
+
+    /// `poll` with a zero timeout: the `POLLIN`/`POLLHUP` bits now set on `fd`.
+    private static func pollNow(_ fd: Int32) -> Int16 {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&entry, 1, 0)
+        return entry.revents & Int16(POLLIN | POLLHUP)
     }
 
     /// Nothing to stop outside the process: ResourceKit already resumed a blocked read.

@@ -142,3 +142,14 @@ enum LiveStatus {
         }
     }
 }
+
+/// A plain text table: columns padded to their widest cell, ` | ` between them.
+enum TextTable {
+    static func lines(header: [String], rows: [[String]]) -> [String] {
+        let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+        func render(_ row: [String]) -> String {
+            row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }.joined(separator: " | ")
+        }
+        return [render(header), widths.map { String(repeating: "-", count: $0) }.joined(separator: "-+-")] + rows.map(render)
+    }
+}

@@ -75,14 +75,9 @@ enum Tour {
     }
 
     static func fifoPart(json: Bool) async throws -> Row {
-        let path = "/tmp/resource-demo-tour-\(getpid()).fifo"
-        unlink(path)
-        guard mkfifo(path, 0o600) == 0 else { throw SystemError.current("mkfifo") }
-        defer { unlink(path) }
-        let writer = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)
-        defer { Syscall.close(writer) }
+        let fifo = try SilentFIFO(name: "tour")
         return try await withResourceScope("tour.fifo", deadline: .after(.milliseconds(150))) { scope in
-            let reader = try await StreamReader.open(path: path, in: scope)
+            let reader = try await StreamReader.open(path: fifo.path, in: scope)
             let outcome = await LiveStatus.while(json ? nil : "FIFO: reading from a silent writer") {
                 await withOutcome { try await reader.read(upTo: 64) }
             }
@@ -131,13 +126,7 @@ enum Tour {
     static func printTable(_ rows: [Row]) {
         let header = ["resource", "torn down by", "cancel → return", "confirmed by the other side"]
         let cells = rows.map { [$0.resource, $0.tornDownBy, text($0.cancelToReturn), $0.confirmation] }
-        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
-        func render(_ row: [String]) -> String {
-            row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }.joined(separator: " | ")
-        }
-        Console.line(render(header))
-        Console.line(widths.map { String(repeating: "-", count: $0) }.joined(separator: "-+-"))
-        for row in cells { Console.line(render(row)) }
+        for line in TextTable.lines(header: header, rows: cells) { Console.line(line) }
         Console.line("\n(cancel → return is measured from a task on the cooperative pool; the FIFO row counts from the deadline.)")
     }
 }

@@ -1,24 +1,24 @@
 import Foundation
 import Glibc
 import ResourceKit
-import TestSupport
 
 /// The built `resource-demo` binary running as a child process, its stdout and stderr captured in files.
-final class DemoProcess: Sendable {
-    struct SpawnFailed: Error, CustomStringConvertible { let description: String }
+/// (The test target must depend on `resource-demo` so that `swift test` builds it beside the test bundle.)
+public final class DemoProcess: Sendable {
+    public struct SpawnFailed: Error, CustomStringConvertible { public let description: String }
 
-    let pid: pid_t
+    public let pid: Int32
     private let directory: String
     private let exited = Signal()
     private let status = Locked<Int32?>(nil)
 
     /// The binary beside the test bundle (`swift test` builds it: the test target depends on it).
-    static let binary: String = {
+    public static let binary: String = {
         let testRunner = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         return testRunner.deletingLastPathComponent().appendingPathComponent("resource-demo").path
     }()
 
-    init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
         var template = Array("/tmp/resource-demo-test-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw SpawnFailed(description: "mkdtemp failed") }
         directory = String(cString: made)
@@ -56,22 +56,22 @@ final class DemoProcess: Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    var standardOutput: String { (try? String(contentsOfFile: directory + "/stdout", encoding: .utf8)) ?? "" }
-    var standardError: String { (try? String(contentsOfFile: directory + "/stderr", encoding: .utf8)) ?? "" }
+    public var standardOutput: String { (try? String(contentsOfFile: directory + "/stdout", encoding: .utf8)) ?? "" }
+    public var standardError: String { (try? String(contentsOfFile: directory + "/stderr", encoding: .utf8)) ?? "" }
 
     /// The JSON objects printed on stdout.
-    var jsonLines: [[String: Any]] {
+    public var jsonLines: [[String: Any]] {
         standardOutput.split(separator: "\n").compactMap {
             try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
         }
     }
 
-    func signal(_ number: Int32) { kill(pid, number) }
+    public func signal(_ number: Int32) { kill(pid, number) }
 
     /// Waits for the exit and returns the status (128 + signal when killed by one); kills the process and
     /// fails after `timeout`.
     @discardableResult
-    func exitStatus(timeout: Duration = .seconds(60)) async throws -> Int32 {
+    public func exitStatus(timeout: Duration = .seconds(60)) async throws -> Int32 {
         do {
             try await exited.wait(deadline: .now + timeout)
         } catch {
@@ -82,7 +82,7 @@ final class DemoProcess: Sendable {
     }
 
     /// Waits until stdout has a line containing `text`; returns that line.
-    func line(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
+    public func line(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let line = standardOutput.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
@@ -94,7 +94,7 @@ final class DemoProcess: Sendable {
     }
 
     /// Runs the demo to its end.
-    static func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, process: DemoProcess) {
+    public static func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, process: DemoProcess) {
         let process = try DemoProcess(arguments)
         return (try await process.exitStatus(timeout: timeout), process)
     }

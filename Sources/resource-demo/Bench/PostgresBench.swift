@@ -1,0 +1,180 @@
+import CLibPQ
+import Foundation
+import Glibc
+import PostgresAdapter
+import ResourceKit
+
+/// Figures 3, 4 and 7: Postgres cancellation, round trips and the pool storm, each beside raw libpq.
+enum PostgresBench {
+    static let sleepQuery = "SELECT pg_sleep(30)"
+
+    /// `state` of `pid` in pg_stat_activity, seen from `observer`.
+    static func state(of pid: Int32, observer: PostgresConnection) async throws -> String? {
+        try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(String?.self, at: 0)
+    }
+
+    static func waitUntilActive(_ pid: Int32, observer: PostgresConnection) async throws {
+        while try await state(of: pid, observer: observer) != "active" {}
+    }
+
+    /// Polls until `pid` is not active; returns when that was first seen.
+    static func waitUntilNotActive(_ pid: Int32, observer: PostgresConnection) async throws -> ContinuousClock.Instant {
+        while try await state(of: pid, observer: observer) == "active" {}
+        return .now
+    }
+
+    struct CancelFigures {
+        var taskReturn: [Duration] = []
+        var backendStopped: [Duration] = []
+        var fastPathStopped: [Duration] = []
+        var rawReturn: [Duration] = []
+        var rawStopped: [Duration] = []
+        var polling: [Duration] = []
+    }
+
+    static func cancellation(rounds: Int, pollingRounds: Int, conninfo: String) async throws -> CancelFigures {
+        var figures = CancelFigures()
+        try await withResourceScope("bench.pg", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let channel = PostgresCancelChannel(control: try await PostgresConnection.connect(conninfo, in: scope))
+            for fast in [false, true] {
+                connection.useCancelChannel(fast ? channel : nil)
+                for _ in 0..<rounds {
+                    let task = Task { try await connection.execute(sleepQuery) }
+                    try await waitUntilActive(connection.backendPID, observer: observer)
+                    let start = ContinuousClock.now
+                    task.cancel()
+                    _ = await task.result
+                    if !fast { figures.taskReturn.append(.now - start) }
+                    let stopped = try await waitUntilNotActive(connection.backendPID, observer: observer) - start
+                    if fast { figures.fastPathStopped.append(stopped) } else { figures.backendStopped.append(stopped) }
+                }
+            }
+            // Raw libpq: a thread blocked in PQexec, PQcancel from another thread.
+            let raw = try RawLibPQConnection(conninfo)
+            for _ in 0..<rounds {
+                let returned = Task { await RawLibPQConnection.onThread { raw.exec(sleepQuery); return ContinuousClock.now } }
+                try await waitUntilActive(raw.backendPID, observer: observer)
+                let start = ContinuousClock.now
+                Thread { raw.cancel() }.start()
+                let stopped = try await waitUntilNotActive(raw.backendPID, observer: observer)
+                figures.rawStopped.append(stopped - start)
+                figures.rawReturn.append(await returned.value - start)
+            }
+            // The polling baseline: non-blocking libpq, checking Task.isCancelled every 10 ms.
+            for _ in 0..<pollingRounds {
+                let polled = try RawLibPQConnection(conninfo)
+                let parked = Locked(false)
+                let task = Task { try pollingQuery(polled, parked: parked) }
+                try await waitUntilActive(polled.backendPID, observer: observer)
+                try await Task.sleep(for: .microseconds(Int64.random(in: 0..<10_000)))
+                let start = ContinuousClock.now
+                task.cancel()
+                _ = await task.result
+                figures.polling.append(.now - start)
+            }
+        }
+        return figures
+    }
+
+    /// What users write without an adapter: send, then every 10 ms look for the result or for
+    /// `Task.isCancelled` (then a blocking cancel request and a drain).
+    static func pollingQuery(_ raw: RawLibPQConnection, parked: Locked<Bool>) throws {
+        guard PQsendQuery(raw.conn, sleepQuery) == 1 else { throw RawLibPQConnection.Failure(description: "send failed") }
+        var entry = pollfd(fd: PQsocket(raw.conn), events: Int16(POLLIN), revents: 0)
+        while true {
+            parked.withLock { $0 = true }
+            _ = poll(&entry, 1, 10)
+            _ = PQconsumeInput(raw.conn)
+            if PQisBusy(raw.conn) == 0 { break }
+            if Task.isCancelled {
+                raw.cancel()
+                break
+            }
+        }
+        while let result = PQgetResult(raw.conn) { PQclear(result) }
+        if Task.isCancelled { throw CancellationError() }
+    }
+
+    /// Queries per second for `SELECT 1` and `SELECT $1::int`, ours and raw libpq's, in `batches` batches.
+    static func roundTrips(queries: Int, batches: Int, conninfo: String) async throws -> [(ours: Samples, raw: Samples)] {
+        var results: [(Samples, Samples)] = []
+        try await withResourceScope("bench.roundtrip", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let raw = try RawLibPQConnection(conninfo)
+            for parameterised in [false, true] {
+                let label = parameterised ? "SELECT $1::int" : "SELECT 1"
+                var ours = Samples("round trip \(label)", unit: "qps")
+                for _ in 0..<batches {
+                    let start = ContinuousClock.now
+                    for index in 0..<queries {
+                        if parameterised {
+                            _ = try await connection.query("SELECT $1::int", [index])
+                        } else {
+                            _ = try await connection.query("SELECT 1")
+                        }
+                    }
+                    ours.values.append(Double(queries) / Samples.convert(.now - start, to: "ms") * 1000)
+                }
+                let rawValues = await RawLibPQConnection.onThread { () -> [Double] in
+                    var values: [Double] = []
+                    for _ in 0..<batches {
+                        let start = ContinuousClock.now
+                        for index in 0..<queries {
+                            if parameterised { raw.exec("SELECT $1::int", String(index)) } else { raw.exec("SELECT 1") }
+                        }
+                        values.append(Double(queries) / Samples.convert(.now - start, to: "ms") * 1000)
+                    }
+                    return values
+                }
+                results.append((ours, Samples("raw libpq \(parameterised ? "PQexecParams" : "PQexec") loop", unit: "qps", values: rawValues)))
+            }
+        }
+        return results
+    }
+
+    struct StormResult {
+        var quiet: [Duration] = []
+        var returned: [Duration] = []
+        var healthy = 0
+    }
+
+    /// 1,000 queued queries over a pool of 16, all cancelled at once: until the server shows none active.
+    static func poolStorm(rounds: Int, queries: Int, poolSize: Int, conninfo: String) async throws -> StormResult {
+        var result = StormResult()
+        let pool = try PostgresPool(conninfo: conninfo, maxConnections: poolSize)
+        try await withResourceScope("bench.storm", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            for round in 0..<rounds {
+                let marker = "rk-storm-\(getpid())-\(round)"
+                func active() async throws -> Int {
+                    try await observer.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1", ["%" + marker + "%"])[0].decode(Int.self, at: 0)
+                }
+                let storm = Task {
+                    await withTaskGroup(of: Void.self) { group in
+                        for _ in 0..<queries {
+                            group.addTask { _ = try? await pool.withConnection { try await $0.execute("SELECT pg_sleep(30) /* \(marker) */") } }
+                        }
+                    }
+                }
+                while try await active() < poolSize || pool.waiterCount < queries - poolSize {}
+                let start = ContinuousClock.now
+                storm.cancel()
+                while try await active() > 0 {}
+                result.quiet.append(.now - start)
+                await storm.value
+                result.returned.append(.now - start)
+            }
+            // Every connection is healthy afterwards: poolSize concurrent SELECT 1.
+            result.healthy = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<poolSize {
+                    group.addTask { (try? await pool.withConnection { try await $0.query("SELECT 1").count == 1 }) ?? false }
+                }
+                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+            }
+        }
+        await pool.shutdown()
+        return result
+    }
+}

@@ -1,0 +1,172 @@
+import CSystemShims
+import FileAdapter
+import Foundation
+import Glibc
+import ResourceKit
+import SocketAdapter
+
+/// Figures 1 and 2: `task.cancel()` to the task returning, for a read blocked on a silent socket peer or a
+/// silent FIFO writer, beside the polling baseline, the Swift floor and the raw limit. Every latency is
+/// measured from a task on the cooperative pool.
+enum ReadCancelBench {
+    /// Cancels `task` once `parked()` holds; returns cancel-to-return.
+    static func cancelLatency<T: Sendable>(_ task: Task<T, any Error>, parked: () -> Bool) async -> Duration {
+        while !parked() { await Task.yield() }
+        let start = ContinuousClock.now
+        task.cancel()
+        _ = await task.result
+        return ContinuousClock.now - start
+    }
+
+    static func socket(rounds: Int, pollingRounds: Int) async throws -> [Samples] {
+        let reactor = IOReactor(name: "bench.socket")
+        defer { reactor.shutdown() }
+        var ours: [Duration] = []
+        var polling: [Duration] = []
+        try await withResourceScope("bench.socket", registry: ResourceRegistry()) { scope in
+            let listener = try await SocketListener.bind(in: scope)
+            for _ in 0..<rounds {
+                let connection = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+                let peer = try await listener.accept(in: scope)
+                let task = Task { try await connection.read(upTo: 64) }
+                ours.append(await cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
+                connection.resetConnection()
+                peer.resetConnection()
+            }
+        }
+        // The baseline reads a plain socket of the same kind (no adapter at all).
+        let (client, server) = try RawLoopback.pair()
+        defer { Syscall.close(client); Syscall.close(server) }
+        for _ in 0..<pollingRounds { polling.append(try await pollingBaseline(client)) }
+        return [Samples("socket read: cancel -> return", durations: ours),
+                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling)]
+    }
+
+    static func fifo(rounds: Int, pollingRounds: Int) async throws -> [Samples] {
+        let fifo = try SilentFIFO(name: "bench")
+        let path = fifo.path
+        let reactor = IOReactor(name: "bench.fifo")
+        defer { reactor.shutdown() }
+        var ours: [Duration] = []
+        try await withResourceScope("bench.fifo", registry: ResourceRegistry()) { scope in
+            for _ in 0..<rounds {
+                let reader = try await StreamReader.open(path: path, in: scope, reactor: reactor)
+                let task = Task { try await reader.read() }
+                ours.append(await cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
+            }
+        }
+        let reader = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        defer { Syscall.close(reader) }
+        var polling: [Duration] = []
+        for _ in 0..<pollingRounds { polling.append(try await pollingBaseline(reader)) }
+        withExtendedLifetime(fifo) {}
+        return [Samples("FIFO read: cancel -> return", durations: ours),
+                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling)]
+    }
+
+    /// What users write without adapters: wait up to 10 ms for data, then look at `Task.isCancelled`.
+    static func pollingBaseline(_ fd: Int32) async throws -> Duration {
+        let parked = Locked(false)
+        let task = Task<Void, any Error> {
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while !Task.isCancelled {
+                parked.withLock { $0 = true }
+                _ = poll(&entry, 1, 10)
+            }
+            throw CancellationError()
+        }
+        // Cancel at a random point of the 10 ms cycle, as a real cancel would land.
+        while !parked.withLock({ $0 }) { await Task.yield() }
+        let offset = Duration.microseconds(Int64.random(in: 0..<10_000))
+        try await Task.sleep(for: offset)
+        let start = ContinuousClock.now
+        task.cancel()
+        _ = await task.result
+        return ContinuousClock.now - start
+    }
+
+    /// The Swift floor: a task suspended in a bare continuation that `onCancel` resumes; no I/O at all.
+    static func swiftFloor(rounds: Int) async -> Samples {
+        var samples: [Duration] = []
+        for _ in 0..<rounds {
+            let slot = Locked<(parked: CheckedContinuation<Void, Never>?, cancelled: Bool)>((nil, false))
+            let task = Task<Void, any Error> {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in
+                        let resumeNow = slot.withLock { slot -> Bool in
+                            if slot.cancelled { return true }
+                            slot.parked = continuation
+                            return false
+                        }
+                        if resumeNow { continuation.resume() }
+                    }
+                } onCancel: {
+                    let continuation = slot.withLock { slot -> CheckedContinuation<Void, Never>? in
+                        slot.cancelled = true
+                        defer { slot.parked = nil }
+                        return slot.parked
+                    }
+                    continuation?.resume()
+                }
+            }
+            samples.append(await cancelLatency(task) { slot.withLock { $0.parked != nil } })
+        }
+        return Samples("Swift floor (bare continuation, onCancel resumes)", durations: samples)
+    }
+
+    /// The raw limit: a plain thread blocked in `poll()`, woken through an eventfd; from the write to the
+    /// thread running again.
+    static func rawLimit(rounds: Int) async -> Samples {
+        var samples: [Duration] = []
+        for _ in 0..<rounds {
+            let eventFD = rk_eventfd_create()
+            let woke = Locked<ContinuousClock.Instant?>(nil)
+            let blocked = Locked(false)
+            let thread = Thread {
+                var entry = pollfd(fd: eventFD, events: Int16(POLLIN), revents: 0)
+                blocked.withLock { $0 = true }
+                _ = poll(&entry, 1, -1)
+                woke.withLock { $0 = .now }
+            }
+            thread.start()
+            while !blocked.withLock({ $0 }) { await Task.yield() }
+            // Let the thread reach poll() (it announced itself just before the call).
+            try? await Task.sleep(for: .microseconds(200))
+            let start = ContinuousClock.now
+            _ = rk_eventfd_signal(eventFD)
+            var end: ContinuousClock.Instant?
+            while end == nil {
+                end = woke.withLock { $0 }
+                if end == nil { await Task.yield() }
+            }
+            samples.append(end! - start)
+            Syscall.close(eventFD)
+        }
+        return Samples("raw limit (thread in poll(), eventfd wake)", durations: samples)
+    }
+}
+
+/// A connected loopback TCP pair made with plain system calls.
+enum RawLoopback {
+    static func pair() throws -> (client: Int32, server: Int32) {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { Syscall.close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                guard bind(listener, raw, length) == 0, listen(listener, 1) == 0, getsockname(listener, raw, &length) == 0 else {
+                    throw SystemError.current("bind")
+                }
+            }
+        }
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
+        guard connected == 0 else { throw SystemError.current("connect") }
+        let server = accept(listener, nil, nil)
+        guard server >= 0 else { throw SystemError.current("accept") }
+        return (client, server)
+    }
+}

@@ -1,0 +1,38 @@
+import ResourceKit
+
+/// Figure 5: the cost of a scope with one registered no-op resource, beside a bare
+/// `withTaskCancellationHandler` around a no-op.
+enum ScopeBench {
+    final class NoOpResource: ManagedResource {
+        func cancel() {}
+        func close() async throws {}
+    }
+
+    static let kind = ResourceKind(name: "bench.noop")
+
+    static func run(operations: Int, batches: Int) async throws -> (scope: Samples, bare: Samples) {
+        let registry = ResourceRegistry()
+        var scope = Samples("scope + register + close a no-op resource", unit: "ns")
+        var bare = Samples("bare withTaskCancellationHandler around a no-op", unit: "ns")
+        let counter = Locked(0)
+        for _ in 0..<batches {
+            var start = ContinuousClock.now
+            for _ in 0..<operations {
+                try await withResourceScope("bench", registry: registry) { scope in
+                    try await scope.register(NoOpResource(), kind: kind, label: "noop")
+                }
+            }
+            scope.values.append(Samples.convert(.now - start, to: "ns") / Double(operations))
+            start = .now
+            for _ in 0..<operations {
+                await withTaskCancellationHandler {
+                    counter.withLock { $0 += 1 }
+                } onCancel: {
+                    counter.withLock { $0 -= 1 }
+                }
+            }
+            bare.values.append(Samples.convert(.now - start, to: "ns") / Double(operations))
+        }
+        return (scope, bare)
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+
+/// How hard the reliability suite pushes: the short form runs in `swift test` and CI; the long form runs
+/// with `RESOURCEKIT_RELIABILITY=long` (see the README for the command and the counts measured).
+enum ReliabilityLevel {
+    static let isLong = ProcessInfo.processInfo.environment["RESOURCEKIT_RELIABILITY"] == "long"
+
+    static func iterations(short: Int, long: Int) -> Int { isLong ? long : short }
+}
+
+/// Counts of what a reliability run did, printed so the long form's numbers can be quoted.
+struct ReliabilityCounts: CustomStringConvertible {
+    var iterations = 0
+    var completed = 0
+    var cancelledBeforeSend = 0
+    var cancelledInFlight = 0
+    var cancelledAfterCompletion = 0
+    var stray57014 = 0
+    var otherErrors = 0
+
+    var description: String {
+        "\(iterations) iterations: \(completed) completed, \(cancelledBeforeSend) cancelled before send, \(cancelledInFlight) in flight, \(cancelledAfterCompletion) after completion; \(stray57014) stray 57014, \(otherErrors) other errors"
+    }
+}
