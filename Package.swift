@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "SocketAdapter", targets: ["SocketAdapter"]),
         .library(name: "FileAdapter", targets: ["FileAdapter"]),
         .library(name: "PostgresAdapter", targets: ["PostgresAdapter"]),
+        .library(name: "ResourceKitTesting", targets: ["ResourceKitTesting"]),
         .executable(name: "resource-demo", targets: ["resource-demo"]),
     ],
     targets: [
@@ -25,6 +26,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "SocketAdapter", dependencies: ["ResourceKit"], swiftSettings: strict),
+        // The conformance kit for adapter authors (and for the shipped adapters' own tests).
+        .target(name: "ResourceKitTesting", dependencies: ["ResourceKit"], swiftSettings: strict),
         .target(name: "FileAdapter", dependencies: ["ResourceKit", "CSystemShims"], swiftSettings: strict),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "PostgresAdapter", dependencies: ["ResourceKit", "CLibPQ"], swiftSettings: strict),
@@ -47,17 +50,17 @@ let package = Package(
         ),
         .testTarget(
             name: "SocketAdapterTests",
-            dependencies: ["SocketAdapter", "ResourceKit", "CSystemShims", "TestSupport"],
+            dependencies: ["SocketAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "FileAdapterTests",
-            dependencies: ["FileAdapter", "ResourceKit", "CSystemShims", "TestSupport"],
+            dependencies: ["FileAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "PostgresAdapterTests",
-            dependencies: ["PostgresAdapter", "ResourceKit", "CLibPQ", "TestSupport"],
+            dependencies: ["PostgresAdapter", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport"],
             swiftSettings: strict
         ),
         // The reliability suite: random-point cancellation, faults and bad input. Short form by default;
@@ -65,6 +68,12 @@ let package = Package(
         .testTarget(
             name: "ReliabilityTests",
             dependencies: ["resource-demo", "PostgresAdapter", "SocketAdapter", "FileAdapter", "ResourceKit", "TestSupport"],
+            swiftSettings: strict
+        ),
+        // The conformance kit against seeded bugs.
+        .testTarget(
+            name: "ResourceKitTestingTests",
+            dependencies: ["ResourceKitTesting", "ResourceKit", "CSystemShims", "TestSupport"],
             swiftSettings: strict
         ),
         // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.

@@ -38,9 +38,12 @@ enum PostgresBench {
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let channel = PostgresCancelChannel(control: try await PostgresConnection.connect(conninfo, in: scope))
-            for fast in [false, true] {
-                connection.useCancelChannel(fast ? channel : nil)
-                for _ in 0..<rounds {
+            let raw = try RawLibPQConnection(conninfo)
+            // Interleaved round by round (cancel request, fast path, raw libpq), so that drift in the
+            // server's or the machine's speed affects every figure alike.
+            for _ in 0..<rounds {
+                for fast in [false, true] {
+                    connection.useCancelChannel(fast ? channel : nil)
                     let task = Task { try await connection.execute(sleepQuery) }
                     try await waitUntilActive(connection.backendPID, observer: observer)
                     let start = ContinuousClock.now
@@ -50,10 +53,7 @@ enum PostgresBench {
                     let stopped = try await waitUntilNotActive(connection.backendPID, observer: observer) - start
                     if fast { figures.fastPathStopped.append(stopped) } else { figures.backendStopped.append(stopped) }
                 }
-            }
-            // Raw libpq: a thread blocked in PQexec, PQcancel from another thread.
-            let raw = try RawLibPQConnection(conninfo)
-            for _ in 0..<rounds {
+                // Raw libpq: a thread blocked in PQexec, PQcancel from another thread.
                 let returned = Task { await RawLibPQConnection.onThread { raw.exec(sleepQuery); return ContinuousClock.now } }
                 try await waitUntilActive(raw.backendPID, observer: observer)
                 let start = ContinuousClock.now

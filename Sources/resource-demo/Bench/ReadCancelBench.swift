@@ -25,11 +25,19 @@ enum ReadCancelBench {
         var polling: [Duration] = []
         try await withResourceScope("bench.socket", registry: ResourceRegistry()) { scope in
             let listener = try await SocketListener.bind(in: scope)
+            // Connect every pair first: connecting resolves on the blocking pool, whose threads would
+            // still be busy during the measurement.
+            var pairs: [(SocketConnection, SocketConnection)] = []
             for _ in 0..<rounds {
                 let connection = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
-                let peer = try await listener.accept(in: scope)
+                pairs.append((connection, try await listener.accept(in: scope)))
+            }
+            try await Task.sleep(for: .milliseconds(20))
+            for (connection, _) in pairs {
                 let task = Task { try await connection.read(upTo: 64) }
                 ours.append(await cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
+            }
+            for (connection, peer) in pairs {
                 connection.resetConnection()
                 peer.resetConnection()
             }

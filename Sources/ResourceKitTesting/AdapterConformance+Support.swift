@@ -1,0 +1,104 @@
+import Foundation
+import Glibc
+import ResourceKit
+
+extension AdapterConformance {
+    /// Makes a resource in a fresh scope and registry, runs `body`, ends the scope (throwing `bodyThrows`
+    /// from it if given), then checks that the resource was closed exactly once, in time, with every
+    /// descriptor it opened released and nothing left in the registry.
+    func withFreshResource(
+        _ name: String,
+        bodyThrows: (any Error)? = nil,
+        _ body: (ResourceScope, Resource, _ opened: [Int32: String], inout [String], inout [String]) async -> Void
+    ) async -> ConformanceReport.Check {
+        // The shared reactor and pool open their own descriptors on first use: not the adapter's.
+        _ = IOReactor.shared.waitingDescriptorCount
+        let registry = ResourceRegistry()
+        var problems: [String] = []
+        var measurements: [String] = []
+        var opened: [Int32: String] = [:]
+        let before = DescriptorLedger.now()
+        var made = false
+        do {
+            try await withResourceScope("conformance", registry: registry) { scope in
+                let resource = try await make(scope)
+                made = true
+                opened = DescriptorLedger.now().opened(since: before)
+                for fd in testSideDescriptors?(resource) ?? [] { opened[fd] = nil }
+                if registry.liveCount == 0 {
+                    problems.append("make did not register the resource in the scope it was given: register it with scope.register(_:kind:label:), so that the scope cancels and closes it.")
+                }
+                await body(scope, resource, opened, &problems, &measurements)
+                if let bodyThrows { throw bodyThrows }
+            }
+        } catch {
+            if !made { problems.append("make threw \(type(of: error)): \(error); the check could not run.") }
+        }
+        let totals = registry.snapshot().totals
+        if totals.closeTimedOut > 0 {
+            problems.append("close() did not return within the kind's closeTimeout: close() must finish promptly (stop the work in cancel(), which ResourceKit calls first; never wait for a peer that may never answer).")
+        } else if totals.closed != totals.acquired {
+            problems.append("\(totals.acquired) resource(s) registered but \(totals.closed) closed: every registered resource must be closed by its scope.")
+        }
+        if registry.liveCount != 0 {
+            problems.append("\(registry.liveCount) resource(s) still live in the registry after the scope ended.")
+        }
+        let leaked = DescriptorLedger.now().stillOpen(opened)
+        if !leaked.isEmpty {
+            let kinds = Set(leaked.values.map { $0.split(separator: ":").first.map(String.init) ?? $0 }).sorted()
+            problems.append("close() left \(leaked.count) descriptor(s) open (\(kinds.joined(separator: ", "))): close every descriptor the resource owns in close(), once (and tell the reactor first: IOReactor.descriptorWillClose, or use GuardedDescriptor).")
+        }
+        return ConformanceReport.Check(
+            name: name,
+            failure: problems.isEmpty ? nil : problems.joined(separator: "\n       "),
+            measurements: measurements,
+            skipped: false
+        )
+    }
+
+    /// Waits for `task` at most `limit`; nil when it had not ended by then.
+    static func wait(for task: Task<Void, any Error>, upTo limit: Duration) async -> (Result<Void, any Error>?, Duration) {
+        let started = ContinuousClock.now
+        let done = Signal()
+        let result = Locked<Result<Void, any Error>?>(nil)
+        Task {
+            let ended = await task.result
+            result.withLock { $0 = ended }
+            done.set()
+        }
+        try? await done.wait(deadline: started + limit)
+        return (result.withLock { $0 }, ContinuousClock.now - started)
+    }
+
+    /// A cancelled operation must throw `CancellationError`, nothing else.
+    static func expectCancellation(_ result: Result<Void, any Error>, problems: inout [String]) {
+        switch result {
+        case .success:
+            problems.append("the operation returned normally although it was cancelled: throw CancellationError, so that callers never mistake a cancelled operation for a finished one.")
+        case .failure(let error) where error is CancellationError:
+            break
+        case .failure(let error):
+            problems.append("the cancelled operation threw \(type(of: error)) (\(error)) instead of CancellationError: translate your native cancellation (ECANCELED, a 'cancelled' status, the error a torn-down handle gives) into CancellationError; keep your own error type for genuine failures.")
+        }
+    }
+
+    /// Puts a canary descriptor at `number` if that number is free (never displacing anything: `F_DUPFD`
+    /// takes the lowest free number at or above it). Returns the number if the canary landed there.
+    static func placeCanary(at number: Int32) -> Int32? {
+        let source = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        if source == number { return source }  // the lowest free number was this one
+        defer { Glibc.close(source) }
+        let canary = fcntl(source, F_DUPFD_CLOEXEC, number)
+        if canary == number { return canary }
+        if canary >= 0 { Glibc.close(canary) }
+        return nil
+    }
+
+    static func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
+
+    static func text(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let microseconds = Double(seconds) * 1e6 + Double(attoseconds) / 1e12
+        return microseconds >= 1000 ? String(format: "%.1f ms", microseconds / 1000) : String(format: "%.1f µs", microseconds)
+    }
+}

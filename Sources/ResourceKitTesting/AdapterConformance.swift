@@ -1,0 +1,89 @@
+import Foundation
+public import ResourceKit
+
+/// The conformance kit for adapter authors: describe how to make your resource and start one blocking
+/// operation on it, run the kit from your own tests, and read what it found.
+///
+/// ```swift
+/// @Test func conformsToTheResourceKitContract() async throws {
+///     let kit = AdapterConformance("ChildProcess",
+///         make: { scope in try await ChildProcess.spawn(["/bin/sleep", "60"], in: scope) },
+///         blockingOperation: { process in _ = try await process.standardOutput.read() },
+///         completeOperation: { process in process.sendForTest("done") })
+///     let report = await kit.run()
+///     #expect(report.passed, "\(report)")
+/// }
+/// ```
+///
+/// The checks use real threads and real time: cancel before the operation starts, while it blocks and after
+/// it completed; cancel twice and from several threads at once; `cancel()` must return within
+/// ``Bounds/cancelCall`` (median) and must never touch a descriptor it no longer owns; the operation must
+/// return within ``Bounds/promptReturn`` of a cancel and throw `CancellationError` (not an error of its
+/// own); the scope must close the resource exactly once (after success, cancellation and failure) with
+/// every descriptor it opened released and nothing left in the registry.
+///
+/// Run it in a serialized test: descriptor accounting compares `/proc/self/fd` before and after, and
+/// descriptors opened by tests running at the same time would be attributed to the adapter.
+public struct AdapterConformance<Resource: ManagedResource>: Sendable {
+    /// Time limits of the checks.
+    public struct Bounds: Sendable {
+        /// The median time of one `cancel()` call. It must never block.
+        public var cancelCall: Duration = .milliseconds(1)
+        /// From a cancel to the blocked operation returning.
+        public var promptReturn: Duration = .milliseconds(250)
+        /// How long the kit waits after starting the operation before it counts as blocked.
+        public var settle: Duration = .milliseconds(50)
+        /// How long the kit waits for an operation that should have returned before it reports a hang.
+        public var hang: Duration = .seconds(2)
+
+        public init() {}
+    }
+
+    /// The adapter's name in the report.
+    public let name: String
+    /// The time limits.
+    public var bounds: Bounds
+
+    let make: @Sendable (ResourceScope) async throws -> Resource
+    let operation: @Sendable (Resource) async throws -> Void
+    let complete: (@Sendable (Resource) async throws -> Void)?
+    let testSideDescriptors: (@Sendable (Resource) -> [Int32])?
+
+    /// Describes the adapter.
+    /// - Parameters:
+    ///   - make: creates the resource and registers it in the given scope (as the adapter's public API does).
+    ///   - blockingOperation: one operation that blocks until something outside happens (a read on a silent
+    ///     peer, a query waiting on a lock).
+    ///   - completeOperation: makes a blocked `blockingOperation` complete (write to the peer, release the
+    ///     lock); without it, the "cancel after completion" check is skipped.
+    ///   - testSideDescriptors: descriptors that `make` opened for the test's side (a peer socket, a FIFO's
+    ///     writer), which the resource does not own: they are left out of the leak check.
+    public init(
+        _ name: String,
+        bounds: Bounds = Bounds(),
+        make: @escaping @Sendable (ResourceScope) async throws -> Resource,
+        blockingOperation: @escaping @Sendable (Resource) async throws -> Void,
+        completeOperation: (@Sendable (Resource) async throws -> Void)? = nil,
+        testSideDescriptors: (@Sendable (Resource) -> [Int32])? = nil
+    ) {
+        self.name = name
+        self.bounds = bounds
+        self.make = make
+        self.operation = blockingOperation
+        self.complete = completeOperation
+        self.testSideDescriptors = testSideDescriptors
+    }
+
+    /// Runs every check and returns the report. Never throws and never hangs: an operation that ignores
+    /// cancellation is reported and abandoned after ``Bounds/hang``.
+    public func run() async -> ConformanceReport {
+        var checks: [ConformanceReport.Check] = []
+        checks.append(await cancelBeforeStart())
+        checks.append(await cancelWhileBlocked(viaScope: false))
+        checks.append(await cancelWhileBlocked(viaScope: true))
+        checks.append(await cancelAfterCompletion())
+        checks.append(await cancelIsFastAndIdempotent())
+        checks.append(await closedOnceAfterFailure())
+        return ConformanceReport(adapter: name, checks: checks)
+    }
+}

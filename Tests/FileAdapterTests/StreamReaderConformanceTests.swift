@@ -1,0 +1,48 @@
+import FileAdapter
+import Glibc
+import ResourceKit
+import ResourceKitTesting
+import TestSupport
+import Testing
+
+/// The shipped FIFO reader passes the conformance kit.
+@Suite(.serialized) struct StreamReaderConformanceTests {
+    /// The FIFOs the kit's resources read, with a writer each.
+    final class Writers: Sendable {
+        private let writers = Locked<[ObjectIdentifier: (fd: Int32, path: String)]>([:])
+        func add(_ reader: StreamReader, _ fd: Int32, _ path: String) { writers.withLock { $0[ObjectIdentifier(reader)] = (fd, path) } }
+        func writer(of reader: StreamReader) -> Int32 { writers.withLock { $0[ObjectIdentifier(reader)]?.fd } ?? -1 }
+        func removeAll() {
+            for (fd, path) in writers.withLock({ Array($0.values) }) {
+                close(fd)
+                unlink(path)
+            }
+        }
+    }
+
+    @Test func streamReaderPassesTheKit() async throws {
+        let writers = Writers()
+        let counter = Locked(0)
+        let kit = AdapterConformance<StreamReader>(
+            "StreamReader (FIFO)",
+            make: { scope in
+                let path = "/tmp/rk-conformance-\(getpid())-\(counter.withLock { $0 += 1; return $0 }).fifo"
+                unlink(path)
+                guard mkfifo(path, 0o600) == 0 else { throw SystemError.current("mkfifo") }
+                let writer = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)  // the test's side: a silent writer
+                let reader = try await StreamReader.open(path: path, in: scope)
+                writers.add(reader, writer, path)
+                return reader
+            },
+            blockingOperation: { reader in _ = try await reader.read(upTo: 1) },
+            completeOperation: { reader in
+                var byte: UInt8 = 1
+                _ = write(writers.writer(of: reader), &byte, 1)
+            },
+            testSideDescriptors: { reader in [writers.writer(of: reader)] }
+        )
+        let report = try await exclusively { await kit.run() }
+        writers.removeAll()
+        #expect(report.passed, "\(report)")
+    }
+}

@@ -1,0 +1,39 @@
+import PostgresAdapter
+import ResourceKit
+import ResourceKitTesting
+import TestSupport
+import Testing
+
+/// The shipped Postgres adapter passes the conformance kit: the blocking operation waits for an advisory
+/// lock that a second connection holds; completing it releases the lock.
+@Suite(.serialized) struct PostgresConformanceTests {
+    @Test func postgresConnectionPassesTheKit() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("holder", registry: ResourceRegistry()) { scope in
+            let holder = try await PostgresConnection.connect(conninfo, in: scope)
+            let keys = Locked<[ObjectIdentifier: Int]>([:])
+            let base = Int.random(in: 1_000_000...9_000_000)
+            let counter = Locked(0)
+            let kit = AdapterConformance<PostgresConnection>(
+                "PostgresConnection",
+                make: { scope in
+                    let key = base + counter.withLock { $0 += 1; return $0 }
+                    _ = try await holder.execute("SELECT pg_advisory_lock($1)", [key])
+                    let connection = try await PostgresConnection.connect(conninfo, in: scope)
+                    keys.withLock { $0[ObjectIdentifier(connection)] = key }
+                    return connection
+                },
+                blockingOperation: { connection in
+                    let key = keys.withLock { $0[ObjectIdentifier(connection)] } ?? 0
+                    _ = try await connection.execute("SELECT pg_advisory_lock($1)", [key])
+                },
+                completeOperation: { connection in
+                    let key = keys.withLock { $0[ObjectIdentifier(connection)] } ?? 0
+                    _ = try await holder.execute("SELECT pg_advisory_unlock($1)", [key])
+                }
+            )
+            let report = try await exclusively { await kit.run() }
+            #expect(report.passed, "\(report)")
+        }
+    }
+}

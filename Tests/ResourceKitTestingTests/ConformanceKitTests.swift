@@ -1,0 +1,38 @@
+import ResourceKit
+import ResourceKitTesting
+import TestSupport
+import Testing
+
+/// The kit passes a correct adapter and fails each seeded bug with the right message.
+@Suite(.serialized) struct ConformanceKitTests {
+    static func kit(_ bug: SeededPipe.Bug?) -> AdapterConformance<SeededPipe> {
+        AdapterConformance(
+            "seeded pipe (\(bug.map { "\($0)" } ?? "no bug"))",
+            make: { scope in try await SeededPipe.open(bug: bug, in: scope) },
+            blockingOperation: { pipe in try await pipe.readByte() },
+            completeOperation: { pipe in pipe.writeByte() }
+        )
+    }
+
+    @Test func aCorrectAdapterPasses() async throws {
+        let report = try await exclusively { await Self.kit(nil).run() }
+        #expect(report.passed, "\(report)")
+        #expect(report.checks.count == 6)
+    }
+
+    @Test(arguments: [
+        (SeededPipe.Bug.blockingCancel, "cancel() is fast", "must never block"),
+        (.nonIdempotentCancel, "cancel() is fast", "must be idempotent"),
+        (.missingClose, "closed once", "descriptor(s) open (pipe)"),
+        (.lostCancelBeforeStart, "cancel before start", "was lost"),
+        (.untranslatedCancellation, "cancel while blocked", "instead of CancellationError"),
+    ])
+    func eachSeededBugIsCaughtWithTheRightMessage(bug: SeededPipe.Bug, check: String, message: String) async throws {
+        let report = try await exclusively { await Self.kit(bug).run() }
+        #expect(!report.passed)
+        let failing = report.failures.filter { $0.name.hasPrefix(check) }
+        #expect(!failing.isEmpty, "expected '\(check)' to fail:\n\(report)")
+        #expect(failing.contains { $0.failure?.contains(message) == true }, "expected '\(message)':\n\(report)")
+        #expect(throws: ConformanceFailure.self) { try report.check() }
+    }
+}

@@ -1,0 +1,102 @@
+import CSystemShims
+import Glibc
+import ResourceKit
+
+/// A pipe adapter written the way the guide says, with one seeded bug switched on at a time, so that the
+/// kit can be shown to catch each.
+final class SeededPipe: ManagedResource {
+    enum Bug: Sendable, CaseIterable {
+        /// `cancel()` sleeps 20 ms (as if it sent a network cancel request inline).
+        case blockingCancel
+        /// `cancel()` closes the read end every time it is called, without a guard.
+        case nonIdempotentCancel
+        /// `close()` forgets to close the descriptors.
+        case missingClose
+        /// The operation parks on its own continuation and only `onCancel` resumes it: a cancel that arrives
+        /// before it parked is lost.
+        case lostCancelBeforeStart
+        /// A cancelled read throws the adapter's own error instead of `CancellationError`.
+        case untranslatedCancellation
+    }
+
+    struct Interrupted: Error {}
+
+    static let kind = ResourceKind(name: "test.seeded-pipe", closeTimeout: .seconds(1))
+
+    let bug: Bug?
+    let descriptor: GuardedDescriptor
+    let readFD: Int32
+    let writeFD: Int32
+    private let handle = Locked<ResourceHandle?>(nil)
+    private let parked = Locked<CheckedContinuation<Void, any Error>?>(nil)
+
+    private init(bug: Bug?) throws {
+        var fds: [Int32] = [0, 0]
+        guard rk_pipe_nonblocking(&fds) == 0 else { throw SystemError.current("pipe2") }
+        readFD = fds[0]
+        writeFD = fds[1]
+        descriptor = GuardedDescriptor(readFD)
+        self.bug = bug
+    }
+
+    static func open(bug: Bug?, in scope: ResourceScope) async throws -> SeededPipe {
+        let pipe = try SeededPipe(bug: bug)
+        let handle = try await scope.register(pipe, kind: kind, label: "seeded pipe")
+        pipe.handle.withLock { $0 = handle }
+        return pipe
+    }
+
+    /// Blocks until a byte arrives.
+    func readByte() async throws {
+        if bug == .lostCancelBeforeStart {
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    parked.withLock { $0 = continuation }  // no check for a cancel that came first: the bug
+                }
+            } onCancel: {
+                self.resumeParked(throwing: CancellationError())
+            }
+            return
+        }
+        do {
+            _ = try await descriptor.readSome(upTo: 1, boundTo: handle.withLock { $0 }) { SystemError("read", errno: $0) }
+        } catch is CancellationError where bug == .untranslatedCancellation {
+            throw Interrupted()
+        }
+    }
+
+    /// Makes a blocked read complete.
+    func writeByte() {
+        var byte: UInt8 = 1
+        _ = write(writeFD, &byte, 1)
+        if bug == .lostCancelBeforeStart {
+            let continuation = parked.withLock { slot in defer { slot = nil }; return slot }
+            continuation?.resume()
+        }
+    }
+
+    private func resumeParked(throwing error: any Error) {
+        let continuation = parked.withLock { slot in defer { slot = nil }; return slot }
+        continuation?.resume(throwing: error)
+    }
+
+    func cancel() {
+        switch bug {
+        case .blockingCancel: usleep(20_000)
+        case .nonIdempotentCancel: Glibc.close(readFD)
+        case .lostCancelBeforeStart: resumeParked(throwing: CancellationError())
+        default: break
+        }
+    }
+
+    func close() async throws {
+        resumeParked(throwing: CancellationError())
+        guard bug != .missingClose else { return }
+        if bug == .nonIdempotentCancel {
+            Syscall.close(writeFD)  // the read end was closed (too often) by cancel()
+            return
+        }
+        descriptor.close()
+        Syscall.close(writeFD)
+    }
+}
