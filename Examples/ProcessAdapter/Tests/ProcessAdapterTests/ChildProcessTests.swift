@@ -1,0 +1,58 @@
+import Foundation
+import Glibc
+import ProcessAdapter
+import ResourceKit
+import ResourceKitTesting
+import Testing
+
+@Suite(.serialized) struct ChildProcessTests {
+    @Test func passesTheConformanceKit() async throws {
+        let kit = AdapterConformance<ChildProcess>(
+            "ChildProcess",
+            make: { scope in try await ChildProcess.spawn(["/bin/cat"], in: scope) },
+            blockingOperation: { process in _ = try await process.read(upTo: 1) },
+            completeOperation: { process in try process.send("x") }
+        )
+        let report = await kit.run()
+        #expect(report.passed, "\(report)")
+    }
+
+    @Test func standardOutputIsAStreamOfLines() async throws {
+        try await withResourceScope("lines") { scope in
+            let process = try await ChildProcess.spawn(["/bin/sh", "-c", "echo one; echo two"], in: scope)
+            var lines: [String] = []
+            for try await line in process.lines() { lines.append(line) }
+            #expect(lines == ["one", "two"])
+        }
+    }
+
+    /// A child that ignores SIGTERM is killed after the grace period; closing reaps it (no zombie).
+    @Test func cancelTerminatesThenKillsAndCloseReaps() async throws {
+        var pid: pid_t = 0
+        let started = ContinuousClock.now
+        try await withResourceScope("stubborn") { scope in
+            let process = try await ChildProcess.spawn(["/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"], grace: .milliseconds(300), in: scope)
+            pid = process.pid
+            #expect(try await process.readLine() == "ready")
+            scope.cancel()
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(elapsed >= .milliseconds(300), "SIGKILL came after the grace period, not before")
+        #expect(elapsed < .seconds(5))
+        #expect(!FileManager.default.fileExists(atPath: "/proc/\(pid)"), "reaped: no zombie left")
+    }
+
+    @Test func cancellingTheTaskStopsAReadAtOnce() async throws {
+        let task = Task {
+            try await withResourceScope("read") { scope in
+                let process = try await ChildProcess.spawn(["/bin/sleep", "60"], in: scope)
+                return try await process.read(upTo: 64)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let cancelled = ContinuousClock.now
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(ContinuousClock.now - cancelled < .seconds(1))
+    }
+}
