@@ -13,6 +13,7 @@ public enum TestDatabase {
         // initdb is CPU-heavy for a few seconds: keep it away from the timing-sensitive tests.
         let server = try await exclusively { try await EmbeddedPostgres.start() }
         embedded.withLock { $0 = server }
+        server.stopOnTerminationSignals()  // Ctrl-C on `swift test` leaves no cluster behind
         atexit { TestDatabase.stopAtExit() }
         return server.conninfo
     }
