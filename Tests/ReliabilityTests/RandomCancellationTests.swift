@@ -17,7 +17,7 @@ import Testing
         try await exclusively {
             let registry = ResourceRegistry()
             _ = IOReactor.shared.waitingDescriptorCount  // the shared reactor's own descriptors are not a leak
-            let descriptorsBefore = ProcFD.count
+            let descriptorsBefore = ProcFD.resourceCount
             let application = "rk-reliability-\(getpid())"
             let pool = try PostgresPool(conninfo: conninfo + " application_name=\(application)", maxConnections: 8, registry: registry)
             let counts = Locked(ReliabilityCounts())
@@ -45,10 +45,10 @@ import Testing
             #expect(result.stray57014 == 0)
             #expect(result.otherErrors == 0)
             #expect(registry.liveCount == 0)
-            // Other suites open descriptors concurrently in the short form; the long form runs alone
-            // (`--filter ReliabilityTests`), where the count must return exactly. Leaked connections also
-            // show as backends, checked below in both forms.
-            let descriptorsAfter = ProcFD.count
+            // Other suites open descriptors concurrently in the short form; the long form runs this suite
+            // alone (`--filter RandomCancellationTests`), where the count must return exactly. Leaked
+            // connections also show as backends, checked below in both forms.
+            let descriptorsAfter = ProcFD.resourceCount
             print("reliability postgres: descriptors \(descriptorsBefore) before, \(descriptorsAfter) after")
             if ReliabilityLevel.isLong { #expect(descriptorsAfter <= descriptorsBefore) }
             try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
@@ -96,13 +96,23 @@ import Testing
         let total = ReliabilityLevel.iterations(short: 5_000, long: 100_000)
         try await exclusively {
             let registry = ResourceRegistry()
-            let descriptorsBefore = ProcFD.count
+            _ = IOReactor.shared.waitingDescriptorCount  // the shared reactor's own descriptors are not a leak
+            let descriptorsBefore = ProcFD.resourceCount
             var completed = 0, cancelled = 0, other = 0
             try await withResourceScope("sockets", registry: registry) { scope in
                 let listener = try await SocketListener.bind(in: scope)
                 var pairs: [(SocketConnection, SocketConnection)] = []
-                for _ in 0..<32 {
-                    let client = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope)
+                var resets = 0
+                while pairs.count < 32 {
+                    // A loopback connect can be reset when the machine's SYN queue overflows while other
+                    // suites open thousands of sockets; that is not what this test is about: try again.
+                    let client: SocketConnection
+                    do {
+                        client = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope)
+                    } catch let error as SocketError where error.code == .connectionReset && resets < 20 {
+                        resets += 1
+                        continue
+                    }
                     pairs.append((client, try await listener.accept(in: scope)))
                 }
                 for iteration in 0..<total {
@@ -125,7 +135,10 @@ import Testing
             #expect(completed + cancelled == total)
             #expect(other == 0)
             #expect(registry.liveCount == 0)
-            #expect(ProcFD.count <= descriptorsBefore)
+            // As above: exact in the long form (run alone); every socket is a registry entry in both forms.
+            let descriptorsAfter = ProcFD.resourceCount
+            print("reliability sockets: descriptors \(descriptorsBefore) before, \(descriptorsAfter) after")
+            if ReliabilityLevel.isLong { #expect(descriptorsAfter <= descriptorsBefore) }
         }
     }
 }

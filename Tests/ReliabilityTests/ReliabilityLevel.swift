@@ -1,7 +1,8 @@
 import Foundation
 
 /// How hard the reliability suite pushes: the short form runs in `swift test` and CI; the long form runs
-/// with `RESOURCEKIT_RELIABILITY=long` (see the README for the command and the counts measured).
+/// with `RESOURCEKIT_RELIABILITY=long`: `RESOURCEKIT_RELIABILITY=long swift test --filter RandomCancellationTests`
+/// (alone, so that descriptor counts are exact), then `--filter "FaultInjectionTests|BadInputTests|PostgresFaultTests"`.
 enum ReliabilityLevel {
     static let isLong = ProcessInfo.processInfo.environment["RESOURCEKIT_RELIABILITY"] == "long"
 

@@ -24,6 +24,11 @@ public enum ProcFD {
     /// Number of open descriptors.
     public static var count: Int { links().count }
 
+    /// Open sockets, pipes and files: what a leaked resource would hold. Leaves out the runtime's own
+    /// `anon_inode` descriptors (epoll, eventfd, timerfd, signalfd), which libdispatch and the reactor create
+    /// lazily on first use.
+    public static var resourceCount: Int { links().filter { !$0.hasPrefix("anon_inode:") }.count }
+
     /// How many of the given pipe inodes are still open in this process.
     public static func openPipes(_ inodes: Set<UInt64>) -> Int {
         links().filter { link in
