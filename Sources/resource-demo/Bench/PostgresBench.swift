@@ -106,6 +106,8 @@ enum PostgresBench {
             for parameterised in [false, true] {
                 let label = parameterised ? "SELECT $1::int" : "SELECT 1"
                 var ours = Samples("round trip \(label)", unit: "qps")
+                var rawValues: [Double] = []
+                // Batches interleaved (ours, then raw libpq's), so that drift affects both alike.
                 for _ in 0..<batches {
                     let start = ContinuousClock.now
                     for index in 0..<queries {
@@ -116,17 +118,13 @@ enum PostgresBench {
                         }
                     }
                     ours.values.append(Double(queries) / Samples.convert(.now - start, to: "ms") * 1000)
-                }
-                let rawValues = await RawLibPQConnection.onThread { () -> [Double] in
-                    var values: [Double] = []
-                    for _ in 0..<batches {
+                    rawValues.append(await RawLibPQConnection.onThread { () -> Double in
                         let start = ContinuousClock.now
                         for index in 0..<queries {
                             if parameterised { raw.exec("SELECT $1::int", String(index)) } else { raw.exec("SELECT 1") }
                         }
-                        values.append(Double(queries) / Samples.convert(.now - start, to: "ms") * 1000)
-                    }
-                    return values
+                        return Double(queries) / Samples.convert(.now - start, to: "ms") * 1000
+                    })
                 }
                 results.append((ours, Samples("raw libpq \(parameterised ? "PQexecParams" : "PQexec") loop", unit: "qps", values: rawValues)))
             }
