@@ -39,7 +39,7 @@ let package = Package(
         // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes.
         .target(
             name: "TestSupport",
-            dependencies: ["ResourceKit", "PostgresAdapter"],
+            dependencies: ["ResourceKit", "ResourceKitTesting", "PostgresAdapter"],
             path: "Tests/TestSupport",
             swiftSettings: strict
         ),

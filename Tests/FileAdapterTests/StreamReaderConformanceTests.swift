@@ -41,7 +41,7 @@ import Testing
             },
             testSideDescriptors: { reader in [writers.writer(of: reader)] }
         )
-        let report = try await exclusively { await kit.run() }
+        let report = try await runConformance(kit)
         writers.removeAll()
         #expect(report.passed, "\(report)")
     }

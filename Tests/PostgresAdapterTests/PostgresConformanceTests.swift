@@ -32,7 +32,7 @@ import Testing
                     _ = try await holder.execute("SELECT pg_advisory_unlock($1)", [key])
                 }
             )
-            let report = try await exclusively { await kit.run() }
+            let report = try await runConformance(kit)
             #expect(report.passed, "\(report)")
         }
     }

@@ -15,7 +15,7 @@ import Testing
     }
 
     @Test func aCorrectAdapterPasses() async throws {
-        let report = try await exclusively { await Self.kit(nil).run() }
+        let report = try await runConformance(Self.kit(nil))
         #expect(report.passed, "\(report)")
         #expect(report.checks.count == 6)
     }

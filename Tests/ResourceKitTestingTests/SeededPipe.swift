@@ -22,6 +22,8 @@ final class SeededPipe: ManagedResource {
     struct Interrupted: Error {}
 
     static let kind = ResourceKind(name: "test.seeded-pipe", closeTimeout: .seconds(1))
+    /// Descriptor numbers at or above this are used only by seeded pipes (the process limit here is 20,000).
+    static let reservedRange: Int32 = 15_000
 
     let bug: Bug?
     let descriptor: GuardedDescriptor
@@ -33,8 +35,14 @@ final class SeededPipe: ManagedResource {
     private init(bug: Bug?) throws {
         var fds: [Int32] = [0, 0]
         guard rk_pipe_nonblocking(&fds) == 0 else { throw SystemError.current("pipe2") }
-        readFD = fds[0]
-        writeFD = fds[1]
+        // The seeded bugs close descriptor numbers they no longer own. Other suites run in this process at
+        // the same time, so the seeded pipe lives on high numbers that nothing else is given (the lowest
+        // free number is always taken first; the 10,000-socket test keeps its peers in another process).
+        readFD = fcntl(fds[0], F_DUPFD_CLOEXEC, Self.reservedRange)
+        writeFD = fcntl(fds[1], F_DUPFD_CLOEXEC, Self.reservedRange)
+        Glibc.close(fds[0])
+        Glibc.close(fds[1])
+        guard readFD >= 0, writeFD >= 0 else { throw SystemError.current("fcntl") }
         descriptor = GuardedDescriptor(readFD)
         self.bug = bug
     }

@@ -33,7 +33,7 @@ import Testing
             },
             testSideDescriptors: { connection in peers.end(of: connection).map { [$0] } ?? [] }
         )
-        let report = try await exclusively { await kit.run() }
+        let report = try await runConformance(kit)
         peers.closeAll()
         #expect(report.passed, "\(report)")
     }
