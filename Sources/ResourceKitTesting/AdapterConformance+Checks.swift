@@ -34,7 +34,7 @@ extension AdapterConformance {
         return await withFreshResource(name) { scope, resource, _, problems, measurements in
             let operation = self.operation
             let task = Task { try await operation(resource) }
-            try? await Task.sleep(for: bounds.settle)
+            try? await Task.sleep(for: bounds.settle)  // a pause, bounded; see run() on the caller's cancellation
             let cancelled = ContinuousClock.now
             if viaScope { scope.cancel() } else { task.cancel() }
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
@@ -63,7 +63,7 @@ extension AdapterConformance {
         return await withFreshResource("cancel after completion") { scope, resource, _, problems, measurements in
             let operation = self.operation
             let task = Task { try await operation(resource) }
-            try? await Task.sleep(for: bounds.settle)
+            try? await Task.sleep(for: bounds.settle)  // a pause, bounded; see run() on the caller's cancellation
             do {
                 try await complete(resource)
             } catch {

@@ -66,6 +66,7 @@ extension AdapterConformance {
             result.withLock { $0 = ended }
             done.set()
         }
+        // Ends when the task ends or at the deadline (the hang report); nothing else is waited for.
         try? await done.wait(deadline: started + limit)
         return (result.withLock { $0 }, ContinuousClock.now - started)
     }

@@ -76,6 +76,9 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
 
     /// Runs every check and returns the report. Never throws and never hangs: an operation that ignores
     /// cancellation is reported and abandoned after ``Bounds/hang``.
+    ///
+    /// Cancellation: the checks run on tasks of their own and always run to the end (each bounded by
+    /// ``Bounds/hang``); cancelling the caller does not stop the run or change its report.
     public func run() async -> ConformanceReport {
         var checks: [ConformanceReport.Check] = []
         checks.append(await cancelBeforeStart())

@@ -8,19 +8,13 @@ import ResourceKit
 enum PostgresBench {
     static let sleepQuery = "SELECT pg_sleep(30)"
 
-    /// `state` of `pid` in pg_stat_activity, seen from `observer`.
-    static func state(of pid: Int32, observer: PostgresConnection) async throws -> String? {
-        try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(String?.self, at: 0)
-    }
-
     static func waitUntilActive(_ pid: Int32, observer: PostgresConnection) async throws {
-        while try await state(of: pid, observer: observer) != "active" {}
+        while try await BackendActivity.state(of: pid, observer: observer) != "active" {}
     }
 
     /// Polls until `pid` is not active; returns when that was first seen.
     static func waitUntilNotActive(_ pid: Int32, observer: PostgresConnection) async throws -> ContinuousClock.Instant {
-        while try await state(of: pid, observer: observer) == "active" {}
-        return .now
+        try await BackendActivity.waitUntilNotActive(pid, observer: observer).at
     }
 
     struct CancelFigures {
@@ -152,6 +146,7 @@ enum PostgresBench {
                 let storm = Task {
                     await withTaskGroup(of: Void.self) { group in
                         for _ in 0..<queries {
+                            // Every one is cancelled: the cancellation is what is timed.
                             group.addTask { _ = try? await pool.withConnection { try await $0.execute("SELECT pg_sleep(30) /* \(marker) */") } }
                         }
                     }

@@ -139,7 +139,7 @@ enum ReadCancelBench {
             thread.start()
             while !blocked.withLock({ $0 }) { await Task.yield() }
             // Let the thread reach poll() (it announced itself just before the call).
-            try? await Task.sleep(for: .microseconds(200))
+            try? await Task.sleep(for: .microseconds(200))  // a pause; the benchmark has no canceller
             let start = ContinuousClock.now
             _ = rk_eventfd_signal(eventFD)
             var end: ContinuousClock.Instant?
@@ -154,27 +154,46 @@ enum ReadCancelBench {
     }
 }
 
-/// A connected loopback TCP pair made with plain system calls.
+/// Loopback TCP sockets made with plain system calls (no adapter): the benchmark's references and its
+/// peer process.
 enum RawLoopback {
+    /// A socket listening on 127.0.0.1 on a port the kernel picked.
+    static func listener(backlog: Int32) throws -> (fd: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = loopback(port: 0)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let listening = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(fd, raw, length) == 0 && listen(fd, backlog) == 0 && getsockname(fd, raw, &length) == 0
+            }
+        }
+        guard listening else {
+            let error = SystemError.current("bind")
+            Syscall.close(fd)
+            throw error
+        }
+        return (fd, UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A connected pair: the client's end and the accepted end.
     static func pair() throws -> (client: Int32, server: Int32) {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { Syscall.close(listener) }
+        let listener = try listener(backlog: 1)
+        defer { Syscall.close(listener.fd) }
+        var address = loopback(port: listener.port)
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
+        guard connected == 0 else { throw SystemError.current("connect") }
+        let server = accept(listener.fd, nil, nil)
+        guard server >= 0 else { throw SystemError.current("accept") }
+        return (client, server)
+    }
+
+    private static func loopback(port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try withUnsafeMutablePointer(to: &address) { pointer in
-            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                guard bind(listener, raw, length) == 0, listen(listener, 1) == 0, getsockname(listener, raw, &length) == 0 else {
-                    throw SystemError.current("bind")
-                }
-            }
-        }
-        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
-        guard connected == 0 else { throw SystemError.current("connect") }
-        let server = accept(listener, nil, nil)
-        guard server >= 0 else { throw SystemError.current("accept") }
-        return (client, server)
+        address.sin_port = port.bigEndian
+        return address
     }
 }

@@ -31,7 +31,7 @@ enum ScaleBench {
             let readers = Task {
                 await withTaskGroup(of: Void.self) { group in
                     for connection in connections {
-                        group.addTask { _ = try? await connection.read(upTo: 64) }
+                        group.addTask { _ = try? await connection.read(upTo: 64) }  // the cancellation is what is timed
                     }
                 }
             }
@@ -59,17 +59,11 @@ struct SilentPeer {
 
     /// `resource-demo _silent-peer`: the child's side. Prints the port, holds connections until stdin closes.
     static func serve() -> Never {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
-                bind(listener, raw, length) == 0 && listen(listener, 4096) == 0 && getsockname(listener, raw, &length) == 0
-            }
+        guard let (listener, port) = try? RawLoopback.listener(backlog: 4096) else {
+            Console.error("resource-demo _silent-peer: cannot listen on 127.0.0.1")
+            exit(1)
         }
-        Console.line("\(UInt16(bigEndian: address.sin_port))")
+        Console.line("\(port)")
         Thread {
             var held: [Int32] = []
             while true {

@@ -78,6 +78,8 @@ enum LatestCommand {
                 _ = try await admin.execute("DROP SEQUENCE \(sequence)")
                 return Summary(committed: committed, stats: latest.stats, serverExecutions: count, elapsed: ContinuousClock.now - started)
             } catch {
+                // Best-effort cleanup on the failure path. After a signal the scope is cancelled and the
+                // sequence stays behind (on an embedded cluster it goes with the cluster).
                 _ = try? await admin.execute("DROP SEQUENCE IF EXISTS \(sequence)")
                 throw error
             }

@@ -19,6 +19,8 @@ enum PgCommand {
                 // Server-side confirmation, from a second connection: is our backend still running a query?
                 var backendState: String?
                 if report.cancelToReturn != nil, !Task.isCancelled {
+                    // Best effort: a report without the state says "not checked". A signal arriving here
+                    // is not lost: the process exits with the signal's status whatever this returns.
                     backendState = try? await observeState(of: connection.backendPID, conninfo: conninfo, in: scope)
                 }
                 emit(report, pid: connection.backendPID, backendState: backendState, json: json)
@@ -27,16 +29,10 @@ enum PgCommand {
         }
     }
 
-    /// Waits (up to 2 s) until `pid` is not `active`; returns the state seen last.
+    /// Waits (up to 2 s) until `pid` is not `active`, seen from a new connection; returns the state seen last.
     static func observeState(of pid: Int32, conninfo: String, in scope: ResourceScope) async throws -> String {
         let observer = try await PostgresConnection.connect(conninfo, in: scope)
-        let start = ContinuousClock.now
-        var state = "unknown"
-        repeat {
-            let rows = try await observer.query("SELECT coalesce(state, 'gone') FROM pg_stat_activity WHERE pid = $1", [Int(pid)])
-            state = try rows.first?.decode(String.self, at: 0) ?? "gone"
-        } while state == "active" && ContinuousClock.now - start < .seconds(2)
-        return state
+        return try await BackendActivity.waitUntilNotActive(pid, observer: observer, limit: .seconds(2)).state
     }
 
     static func emit(_ report: RunReport<PostgresResult>, pid: Int32, backendState: String?, json: Bool) {

@@ -65,6 +65,7 @@ enum ServeCommand {
                                     return true
                                 }
                                 guard admitted else {
+                                    // Best effort: the refused client may be gone, or the server stopping.
                                     try? await connection.write("ERR busy\n")
                                     return
                                 }

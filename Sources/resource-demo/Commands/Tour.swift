@@ -96,7 +96,9 @@ enum Tour {
                 await runCancellable(cancelAfter: .milliseconds(300)) { try await connection.execute("SELECT pg_sleep(30)") }
             }
             let state = try await PgCommand.observeState(of: connection.backendPID, conninfo: conninfo, in: scope)
-            let reusable = (try? await connection.query("SELECT 1").count) == 1
+            let probe = await withOutcome { try await connection.query("SELECT 1").count == 1 }
+            if probe.isStopped { throw CancellationError() }  // a signal: stop the tour, do not report "not reusable"
+            let reusable = probe.value == true
             say(json, "3. Postgres: SELECT pg_sleep(30), cancelled after 300 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); backend \(connection.backendPID) is \(state) in pg_stat_activity; connection reusable: \(reusable)")
             rows.append(Row(resource: "Postgres query", tornDownBy: "task cancelled", cancelToReturn: report.cancelToReturn, confirmation: "backend \(state) in pg_stat_activity"))
         }
