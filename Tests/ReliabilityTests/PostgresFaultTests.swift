@@ -14,7 +14,7 @@ import Testing
         try await withResourceScope("frozen", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .milliseconds(500))
-            let pid = connection.backendPID
+            let pid = try #require(connection.backendPID)
             let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
             try await TestDatabase.waitUntilActive(pid, observer: observer)
             #expect(kill(pid, SIGSTOP) == 0)
@@ -35,7 +35,7 @@ import Testing
                 let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
                 let connection = try await PostgresConnection.connect(server.conninfo, in: scope, cancelTimeout: .milliseconds(500))
                 let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
-                try await TestDatabase.waitUntilActive(connection.backendPID, observer: observer)
+                try await TestDatabase.waitUntilActive(try #require(connection.backendPID), observer: observer)
                 #expect(kill(postmaster, SIGSTOP) == 0)
                 await Self.expectCancelledThenDiscarded(task, connection)
                 kill(postmaster, SIGCONT)

@@ -1,63 +1,173 @@
-public import ResourceKit
+import ResourceKit
 
-/// The cancel fast path: one warm control connection that stops a backend with
-/// `SELECT pg_cancel_backend($1)` instead of a cancel request (which costs a new TCP connection and a
-/// server-side fork on every cancel).
+/// The fast cancel path: one warm control connection that stops a backend with `pg_cancel_backend` instead
+/// of a cancel request (which costs a new TCP connection and a server-side fork on every cancel).
 ///
-/// The same guard as the cancel request applies: the cancelled connection's next query waits until the
-/// control call returned. The channel falls back to the cancel request (``tryCancel(backend:)`` returns `nil`)
-/// while its control connection is missing, busy with another cancel, broken, or lacks the privilege (the
-/// same role as the target, or `pg_signal_backend`).
+/// Safe by construction (DESIGN principle 11):
+/// - it is used only for a connection whose backend was verified at connect (``PostgresBackendIdentity``:
+///   the pid libpq holds is the server's own), and only while the control connection is verified to reach
+///   the *same* server (postmaster start time and system identifier). Behind a pooler or a balancer that does
+///   not hold, and the cancel request (which every pooler forwards) is used instead;
+/// - the statement matches the backend by pid *and* start time, so a recycled pid never matches;
+/// - its result is read: `false`, no matching backend, an error, a missing privilege (`42501`) or a dead
+///   control connection each report ``Outcome/notDelivered``, and the connection sends the same cancel as a
+///   cancel request at once;
+/// - a control connection that died is reopened lazily, with a backoff, when the channel was made with a
+///   way to reconnect.
+///
+/// One cancel at a time goes through the control connection; a cancel that finds it busy uses a cancel
+/// request. Work the channel starts (the cancel statement, a reconnect) is owned by it and awaited by
+/// ``close()``.
 public final class PostgresCancelChannel: Sendable {
+    /// What became of one cancel given to the channel.
+    public enum Outcome: Sendable, Hashable {
+        /// `pg_cancel_backend` returned `true` for the verified backend.
+        case delivered
+        /// Not delivered: send a cancel request.
+        case notDelivered
+    }
+
     private struct State: Sendable {
         var control: PostgresConnection?
+        var server: PostgresServerIdentity?
         var busy = false
         var disabled = false
-        var fastCancels = 0
+        var closed = false
+        var reconnecting = false
+        var nextReconnect: ContinuousClock.Instant = .now
+        var backoff: Duration = .milliseconds(100)
     }
+
+    private static let statement = """
+        SELECT pg_cancel_backend(a.pid) FROM pg_stat_get_activity($1) AS a \
+        WHERE (extract(epoch FROM a.backend_start) * 1000000)::int8 = $2
+        """
 
     private let state = Locked(State())
+    private let work = OwnedTasks()
+    private let reconnect: (@Sendable () async throws -> PostgresConnection)?
 
-    /// Creates a channel over `control`, a connection used for nothing else. The channel closes it in
-    /// ``close()``.
+    /// Creates a channel over `control`, a connection used for nothing else, which the channel closes in
+    /// ``close()``. A control connection that dies is not replaced (there is no way to reconnect).
     public init(control: PostgresConnection) {
-        state.withLock { $0.control = control }
+        reconnect = nil
+        state.withLock { state in
+            state.control = control
+            state.server = control.backendIdentity?.server
+        }
     }
 
-    /// Cancels delivered through the control connection so far.
-    public var fastCancelCount: Int { state.withLock { $0.fastCancels } }
-
-    /// Starts `pg_cancel_backend(backend)` on the control connection and sets `done` when the call returned.
-    /// Returns `false` (and leaves `done` alone) when the fast path cannot be used now: fall back to a cancel
-    /// request. Non-blocking: safe from `onCancel`.
-    public func tryCancel(backend pid: Int32, done: Signal) -> Bool {
-        let control = state.withLock { state -> PostgresConnection? in
-            guard !state.disabled, !state.busy, let control = state.control, !control.isBroken else { return nil }
-            state.busy = true
-            state.fastCancels += 1
-            return control
-        }
-        guard let control else { return false }
-        // Async work started from a synchronous context: the channel owns it (one at a time, `busy`), and its
-        // end is observable through `done`, which the cancelled connection's next query awaits.
-        Task {
-            do {
-                _ = try await control.query("SELECT pg_cancel_backend($1::int)", [Int(pid)])
-            } catch let error as PostgresError where error.sqlState == "42501" {
-                self.state.withLock { $0.disabled = true }  // no privilege: stop trying, use cancel requests
-            } catch {}
-            self.state.withLock { $0.busy = false }
-            done.set()
-        }
-        return true
+    /// Creates a channel that opens its control connection with `connect` on first need, and again (with a
+    /// backoff from 100 ms up to 5 s) whenever it died.
+    public init(connect: @escaping @Sendable () async throws -> PostgresConnection) {
+        reconnect = connect
     }
 
-    /// Closes the control connection.
+    /// The server the control connection is verified to reach, if any.
+    public var server: PostgresServerIdentity? { state.withLock { $0.server } }
+
+    /// Starts cancelling `backend` on the control connection; `completion` runs once with the outcome, on a
+    /// task the channel owns. Returns `false` (and never calls `completion`) when the channel cannot try now:
+    /// no verified control connection on the backend's server, busy, disabled, or closed. Non-blocking: safe
+    /// from `onCancel`.
+    public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Outcome) -> Void) -> Bool {
+        enum Decision { case start(PostgresConnection), reconnect, none }
+        let decision = state.withLock { state -> Decision in
+            guard !state.closed, !state.disabled else { return .none }
+            if let control = state.control, !control.isBroken {
+                guard !state.busy, state.server == backend.server else { return .none }
+                state.busy = true
+                return .start(control)
+            }
+            state.control = nil
+            state.server = nil
+            guard reconnect != nil, !state.reconnecting, ContinuousClock.now >= state.nextReconnect else { return .none }
+            state.reconnecting = true
+            return .reconnect
+        }
+        switch decision {
+        case .none:
+            return false
+        case .reconnect:
+            work.start { await self.reconnectControl() }
+            return false
+        case .start(let control):
+            work.start {
+                let outcome = await self.cancel(backend, on: control)
+                completion(outcome)
+            }
+            return true
+        }
+    }
+
+    private func cancel(_ backend: PostgresBackendIdentity, on control: PostgresConnection) async -> Outcome {
+        var outcome = Outcome.notDelivered
+        do {
+            let rows = try await control.query(Self.statement, [backend.pid, backend.backendStart])
+            if try rows.first?.decode(Bool?.self, at: 0) == true { outcome = .delivered }
+        } catch let error as PostgresError where error.sqlState == "42501" {
+            state.withLock { $0.disabled = true }  // no privilege: every cancel uses cancel requests
+        } catch {
+            // A dead control connection is dropped here and reopened on a later cancel.
+        }
+        state.withLock { $0.busy = false }
+        return outcome
+    }
+
+    private func reconnectControl() async {
+        var made: PostgresConnection?
+        do {
+            made = try await reconnect?()
+        } catch {
+            made = nil
+        }
+        let leftover = state.withLock { state -> PostgresConnection? in
+            state.reconnecting = false
+            guard let made, !state.closed else { return made }
+            if let server = made.backendIdentity?.server {
+                state.control = made
+                state.server = server
+                state.backoff = .milliseconds(100)
+                return nil
+            }
+            return made  // unverified (a pooler): useless as a control connection
+        }
+        if made == nil || leftover != nil {
+            state.withLock { state in
+                state.nextReconnect = .now + state.backoff
+                state.backoff = min(state.backoff * 2, .seconds(5))
+            }
+        }
+        await leftover?.handle?.close()
+    }
+
+    /// Opens the control connection now if there is none and the channel can reconnect (a pool calls it when
+    /// it opens a connection, so that the first cancel already finds the fast path). Returns when the attempt
+    /// ended; does nothing while another attempt is under way.
+    public func connectIfNeeded() async {
+        let start = state.withLock { state -> Bool in
+            guard reconnect != nil, !state.closed, !state.reconnecting else { return false }
+            if let control = state.control, !control.isBroken { return false }
+            guard ContinuousClock.now >= state.nextReconnect else { return false }
+            state.reconnecting = true
+            return true
+        }
+        if start { await reconnectControl() }
+    }
+
+    /// Closes the control connection after the work in progress ended.
     public func close() async {
         let control = state.withLock { state -> PostgresConnection? in
-            defer { state.control = nil; state.disabled = true }
+            state.closed = true
+            defer { state.control = nil }
+            return state.control
+        }
+        await work.waitForAll()
+        let late = state.withLock { state -> PostgresConnection? in
+            defer { state.control = nil }
             return state.control
         }
         await control?.handle?.close()
+        await late?.handle?.close()
     }
 }

@@ -2,15 +2,23 @@ import CLibPQ
 public import ResourceKit
 
 extension PostgresConnection {
-    /// Connects with libpq's non-blocking API (`PQconnectStartParams` / `PQconnectPoll`) through the reactor.
+    /// Connects with libpq's non-blocking API (`PQconnectStartParams` / `PQconnectPoll`) through the reactor,
+    /// then verifies which backend it reached (one round trip, see ``PostgresBackendIdentity``).
+    ///
+    /// Host *names* are resolved on the blocking pool and handed to libpq as `hostaddr` beside `host` (TLS
+    /// verification and `.pgpass` still see the name), so no `getaddrinfo` runs on the cooperative pool.
+    /// Multi-host lists (`host=a,b`) keep working: each name's addresses are tried in order.
     ///
     /// - Parameters:
     ///   - conninfo: a conninfo string (`host=... port=... user=...`) or a `postgres://` URL.
     ///   - scope: the owning scope; `nil` registers the connection with `registry` alone, and the caller
     ///     (a pool) must close it.
-    /// Cancellation: the connection is registered before the handshake starts, so cancelling the task (or the
-    /// scope, or its deadline passing) while connecting stops at once and closes the socket, including against
-    /// a server that accepts and never answers.
+    ///   - statistics: where the connection counts its cancels (a pool shares one).
+    ///   - onNotice: receives the server's notices and warnings. `nil`: each becomes a registry event
+    ///     `postgres.notice.<severity>` and its text is dropped. Never printed.
+    /// Cancellation: the connection is registered before the resolution and the handshake start, so
+    /// cancelling the task (or the scope, or its deadline passing) while resolving or connecting returns at
+    /// once and closes the socket, including against a server that accepts and never answers.
     /// - Throws: ``PostgresError`` (`invalidConfiguration` for a malformed string, `connection` for failures:
     ///   the message never contains the password), `CancellationError`, `DeadlineExceededError`.
     public static func connect(
@@ -19,21 +27,20 @@ extension PostgresConnection {
         registry: ResourceRegistry = .shared,
         reactor: IOReactor = .shared,
         pool: BlockingPool = .shared,
-        cancelTimeout: Duration = .seconds(5)
+        cancelTimeout: Duration = .seconds(5),
+        statistics: PostgresCancelStatistics = PostgresCancelStatistics(),
+        onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) async throws -> PostgresConnection {
         try scope?.checkCancellation()
         try Task.checkCancellation()
-        let password = try ConnectionInfo.validate(conninfo)
-        let raw = ["dbname"].withCStrings { keywords in
-            [conninfo].withCStrings { values in PQconnectStartParams(keywords, values, 1) }
-        }
-        guard let raw else { throw PostgresError(.connection, "out of memory starting a connection") }
-        if PQstatus(raw) == CONNECTION_BAD {
-            let message = ConnectionInfo.scrub(String(cString: PQerrorMessage(raw)), password: password)
-            PQfinish(raw)
-            throw PostgresError(.connection, message)
-        }
-        let connection = PostgresConnection(conn: raw, password: password, reactor: reactor, pool: pool, cancelTimeout: cancelTimeout)
+        let info = try ConnectionInfo(conninfo)
+        let connection = PostgresConnection(
+            reactor: reactor,
+            pool: pool,
+            cancelTimeout: cancelTimeout,
+            statistics: statistics,
+            onNotice: onNotice
+        )
         let handle: ResourceHandle
         if let scope {
             handle = try await scope.register(connection, kind: kind, label: "postgres")
@@ -42,12 +49,32 @@ extension PostgresConnection {
         }
         connection.attach(handle)
         do {
-            try await connection.poll(handle: handle, password: password)
+            let resolved = try await info.resolvingHostNames(on: pool, boundTo: handle)
+            try handle.checkCancellation()
+            try connection.start(resolved)
+            try await connection.poll(handle: handle, password: info.password)
+            try await connection.verifyBackend()
         } catch {
             await handle.close()
             throw error
         }
         return connection
+    }
+
+    private func start(_ info: ConnectionInfo) throws {
+        guard let raw = info.withParameterArrays({ keywords, values in PQconnectStartParams(keywords, values, 0) }) else {
+            throw PostgresError(.connection, "out of memory starting a connection")
+        }
+        // Before anything can arrive: libpq's default receiver would print to stderr.
+        notices.install(on: raw)
+        let failed = state.withLock { state -> Bool in
+            state.conn = PGConnPointer(raw: raw)
+            return PQstatus(raw) == CONNECTION_BAD
+        }
+        if failed {
+            let message = ConnectionInfo.scrub(String(cString: PQerrorMessage(raw)), password: info.password)
+            throw PostgresError(.connection, message)
+        }
     }
 
     private func poll(handle: ResourceHandle, password: String?) async throws {
@@ -59,11 +86,12 @@ extension PostgresConnection {
                 let message = status == PGRES_POLLING_FAILED ? String(cString: PQerrorMessage(conn.raw)) : nil
                 if status == PGRES_POLLING_OK {
                     PQsetnonblocking(conn.raw, 1)
-                    state.cancel = PQgetCancel(conn.raw).map(PGCancelPointer.init)
-                    state.backendPID = PQbackendPID(conn.raw)
+                    state.cancelKey = PQgetCancel(conn.raw).map(PGCancelPointer.init)
+                    state.keyPID = PQbackendPID(conn.raw)
                 }
                 return (status, state.socket, message)
             }
+            notices.deliver(reportingTo: handle)
             switch status {
             case PGRES_POLLING_OK:
                 return
@@ -76,17 +104,20 @@ extension PostgresConnection {
             }
         }
     }
-}
 
-extension Array where Element == String {
-    /// NULL-terminated `const char *const *` for libpq.
-    func withCStrings<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
-        let duplicated = map { strdup($0) } + [nil]
-        defer { duplicated.forEach { free($0) } }
-        return duplicated.map { UnsafePointer($0) }.withUnsafeBufferPointer { body($0.baseAddress!) }
+    /// Asks the server which backend this is. A server that cannot say (a pooler's admin console, a
+    /// Postgres-compatible server without these functions) leaves the identity unknown: the fast cancel path
+    /// stays off for this connection and ``backendPID`` is `nil`.
+    private func verifyBackend() async throws {
+        let keyPID = state.withLock { $0.keyPID }
+        var identity: PostgresBackendIdentity?
+        do {
+            if let row = try await query(PostgresBackendIdentity.probe).first {
+                identity = try PostgresBackendIdentity.verified(keyPID: keyPID, row: row)
+            }
+        } catch let error as PostgresError where error.kind == .server || error.kind == .decoding {
+            identity = nil
+        }
+        state.withLock { $0.identity = identity }
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

@@ -1,93 +1,81 @@
 import CLibPQ
 import ResourceKit
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// The wire-level steps every operation shares: acquire, clean up after a cancelled predecessor, send,
-/// flush, collect. Decisions are taken under `state`'s lock (which also serialises libpq); waits happen
-/// outside it.
+/// The wire-level steps every operation shares: acquire, clean up after a cancelled predecessor, send, flush,
+/// collect. The state machine decides under `state`'s lock (which also serialises libpq); waits and cancels
+/// happen outside it.
 extension PostgresConnection {
-    enum Step {
-        case wait(Int32)
-        case done(ourCancel: Bool)
-    }
+    typealias QueryID = ConnectionStateMachine.QueryID
 
-    func begin() throws {
-        try state.withLock { state in
-            if state.conn == nil || state.broken {
-                throw PostgresError(.connection, "the connection is closed or broken")
+    /// Takes the connection for one operation and runs the cleanup its predecessor left (bounded by
+    /// ``cancelTimeout``; past it the connection is broken). Pair with ``end()``.
+    func begin() async throws {
+        let action = state.withLock { $0.machine.begin() }
+        switch action {
+        case .refuseUnusable:
+            throw PostgresError(.connection, "the connection is closed or broken")
+        case .refuseBusy:
+            throw PostgresError(.connectionBusy, "another operation is running on this connection")
+        case .ready:
+            return
+        case .cleanUpFirst:
+            do {
+                try await cleanUp()
+            } catch {
+                end()
+                throw error
             }
-            if state.busy {
-                throw PostgresError(.connectionBusy, "another operation is running on this connection")
-            }
-            state.busy = true
         }
     }
 
     func end() {
-        state.withLock { $0.busy = false }
+        state.withLock { $0.machine.end() }
     }
 
     func markBroken() {
-        state.withLock { $0.broken = true }
+        state.withLock { $0.machine.lost() }
     }
 
-    /// Before a new query: wait for a pending cancel request, drain a cancelled query to ReadyForQuery, roll
-    /// back an interrupted transaction. Bounded by `cancelTimeout`; past it the connection is broken.
-    func prepare() async throws {
+    /// Waits for cancels in flight, drains an abandoned query to ReadyForQuery, rolls back an interrupted
+    /// transaction, in the state machine's order. The caller holds the connection.
+    private func cleanUp() async throws {
         let deadline = ContinuousClock.now + cancelTimeout
         do {
-            if let pending = state.withLock({ $0.cancelDone }) {
-                try await pending.wait(deadline: deadline)
-                state.withLock { if $0.cancelDone === pending { $0.cancelDone = nil } }
-            }
-            if state.withLock({ $0.needsDrain }) {
-                try await drain(deadline: deadline)
+            while true {
+                let (step, settled) = state.withLock { ($0.machine.nextCleanupStep(), $0.cancelsSettled) }
+                switch step {
+                case .done:
+                    return
+                case .unusable:
+                    throw PostgresError(.connection, "the connection is closed or broken")
+                case .waitForCancels:
+                    try await settled?.wait(deadline: deadline)
+                    if settled == nil { await Task.yield() }
+                case .drain(let id):
+                    _ = try await awaitResults(id, deadline: deadline, bindToCaller: false) { _ in false }
+                case .rollback:
+                    do {
+                        _ = try await sendAndCollect("ROLLBACK", [])
+                    } catch let error as PostgresError where error.kind != .connection {
+                        markBroken()
+                        throw error
+                    }
+                }
             }
         } catch is DeadlineExceededError {
             markBroken()
+            handle?.report("postgres.connection.cleanupTimedOut")
             throw PostgresError(.connection, "a cancelled query did not finish in time; the connection was discarded")
         }
-        if state.withLock({ $0.needsRollback }) {
-            state.withLock { $0.needsRollback = false }
-            _ = try await sendAndCollect("ROLLBACK", [])
-        }
-    }
-
-    /// Reads and discards results until ReadyForQuery.
-    func drain(deadline: ContinuousClock.Instant) async throws {
-        while true {
-            let step = try state.withLock { state -> Step in
-                let conn = try Self.usable(&state)
-                while PQisBusy(conn) == 0 {
-                    guard let result = PQgetResult(conn) else {
-                        state.needsDrain = false
-                        state.inFlight = nil
-                        return .done(ourCancel: false)
-                    }
-                    PQclear(result)
-                }
-                return .wait(state.socket)
-            }
-            guard case .wait(let socket) = step else { return }
-            try await reactor.wait(for: socket, .readable, deadline: deadline)
-        }
-    }
-
-    /// Consumes input and returns the connection, or marks it broken and throws.
-    static func usable(_ state: inout State) throws -> OpaquePointer {
-        guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
-        if PQconsumeInput(conn) == 0 {
-            state.broken = true
-            state.inFlight = nil
-            let message = String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines)
-            throw PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
-        }
-        return conn
     }
 
     /// Sends one parameterised statement and returns its query id.
-    func send(_ sql: String, _ binds: [PostgresBind], singleRow: Bool) throws -> UInt64 {
+    func send(_ sql: String, _ binds: [PostgresBind], singleRow: Bool) throws -> QueryID {
         try state.withLock { state in
-            guard let conn = state.conn?.raw, !state.broken else {
+            guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
             let types = binds.map { Oid($0.oid) }
@@ -98,20 +86,18 @@ extension PostgresConnection {
                 }
             }
             guard sent == 1 else {
-                let message = String(cString: PQerrorMessage(conn)).trimmingCharacters(in: .whitespacesAndNewlines)
-                if PQstatus(conn) == CONNECTION_BAD { state.broken = true }
-                throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                let lost = PQstatus(conn) == CONNECTION_BAD
+                if lost { state.machine.lost() }
+                throw PostgresError(lost ? .connection : .invalidQuery, message)
             }
             if singleRow { PQsetSingleRowMode(conn) }
-            state.nextQueryID += 1
-            state.inFlight = state.nextQueryID
-            state.cancelRequested = nil
-            return state.nextQueryID
+            return state.machine.sent()
         }
     }
 
-    /// Flushes the send buffer, waiting for writability.
-    func flush(handle: ResourceHandle?) async throws {
+    /// Flushes the send buffer, waiting for writability. The caller is inside a cancellation handler.
+    func flush(_ id: QueryID) async throws {
         while true {
             let (pending, socket) = try state.withLock { state -> (Int32, Int32) in
                 guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
@@ -126,69 +112,120 @@ extension PostgresConnection {
         }
     }
 
-    /// Sends `sql` and collects every result until ReadyForQuery; the cancel request goes out from inside
-    /// `withTaskCancellationHandler`.
+    /// Sends `sql` and collects every result until ReadyForQuery. A cancel goes out from inside
+    /// `withTaskCancellationHandler`; the caller leaves at once and the results are drained later.
     func sendAndCollect(_ sql: String, _ binds: [PostgresBind]) async throws -> [PostgresResult] {
-        let handle = self.handle
         let id = try send(sql, binds, singleRow: false)
+        var results: [PostgresResult] = []
+        var failure: PostgresError?
+        try await flushThen(id) {
+            let end = try await self.awaitResults(id, deadline: nil, bindToCaller: true) { result in
+                switch PQresultStatus(result) {
+                case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE, PGRES_EMPTY_QUERY:
+                    results.append(.from(result))
+                case PGRES_FATAL_ERROR:
+                    failure = failure ?? .server(result)
+                default:
+                    return true  // COPY and friends: stop here, the connection's state is unknown
+                }
+                return false
+            }
+            if end == .paused {
+                self.markBroken()
+                throw PostgresError.unsupportedResult
+            }
+            if let failure {
+                // 57014 that we caused is our cancellation, not a failure.
+                if failure.isQueryCanceled, end == .ended(ourCancel: true) {
+                    throw self.handle?.cancellationReason?.error ?? CancellationError()
+                }
+                throw failure
+            }
+        }
+        return results
+    }
+
+    /// Flushes query `id`, then runs `body`, both inside ``whileOnWire(_:_:)``.
+    func flushThen<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
+        try await whileOnWire(id) {
+            try await flush(id)
+            return try await body()
+        }
+    }
+
+    /// Runs `body` inside one cancellation handler that cancels query `id` on the server (operation-level
+    /// cancellation: the task running `body` need not own the connection's scope). When `body` leaves early
+    /// (cancelled, deadline), the query is marked abandoned: the next operation drains it.
+    func whileOnWire<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
         do {
             return try await withTaskCancellationHandler {
-                try await flush(handle: handle)
-                return try await collect(id, handle: handle)
+                try await body()
             } onCancel: {
                 self.requestCancel(id)
             }
         } catch {
-            if error.isResourceCancellation {
-                state.withLock { if $0.inFlight == id { $0.needsDrain = true } }
-            }
+            state.withLock { $0.machine.operationLeft(id) }
+            if error.isResourceCancellation { requestCancel(id) }
             throw error
         }
     }
 
-    private func collect(_ id: UInt64, handle: ResourceHandle?) async throws -> [PostgresResult] {
+    enum ResultsEnd: Equatable {
+        /// `consume` asked to pause (a stream took one row).
+        case paused
+        /// ReadyForQuery: the query is over.
+        case ended(ourCancel: Bool)
+    }
+
+    /// The one collect loop (queries, streams, drains): hands every result of query `id` to `consume` until
+    /// ReadyForQuery, or until `consume` returns `true`. Reads the socket only when libpq has nothing complete
+    /// buffered; parks on the reactor when there is nothing to read.
+    ///
+    /// - Parameter bindToCaller: waits end when the resource is cancelled (the caller's operation). A drain
+    ///   is bounded by `deadline` instead.
+    func awaitResults(
+        _ id: QueryID,
+        deadline: ContinuousClock.Instant?,
+        bindToCaller: Bool,
+        consume: (OpaquePointer) -> Bool
+    ) async throws -> ResultsEnd {
         var spunOnce = false
-        var results: [PostgresResult] = []
-        var failure: PostgresError?
         while true {
+            enum Step { case paused, ended(Bool), wait(Int32) }
             let step = try state.withLock { state -> Step in
-                let conn = try Self.usable(&state)
+                guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
+                    state.machine.lost()
+                    let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                    throw PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
+                }
                 while PQisBusy(conn) == 0 {
                     guard let result = PQgetResult(conn) else {
-                        state.inFlight = nil
-                        return .done(ourCancel: state.cancelRequested == id)
+                        return .ended(state.machine.resultsEnded(id).ourCancel)
                     }
                     defer { PQclear(result) }
-                    switch PQresultStatus(result) {
-                    case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE, PGRES_EMPTY_QUERY:
-                        results.append(.from(result))
-                    case PGRES_FATAL_ERROR:
-                        failure = failure ?? .server(result)
-                    default:
-                        // COPY and friends are not offered: the state is unknown, so the connection goes.
-                        state.broken = true
-                        failure = PostgresError(.invalidQuery, "COPY is not supported by this adapter")
-                    }
+                    if consume(result) { return .paused }
                 }
                 return .wait(state.socket)
             }
+            notices.deliver(reportingTo: handle)
             switch step {
+            case .paused:
+                return .paused
+            case .ended(let ourCancel):
+                return .ended(ourCancel: ourCancel)
             case .wait(let socket):
                 // A local server usually answers within a few tens of microseconds: look again for a short,
                 // bounded while before parking on the reactor (which costs two thread wake-ups).
-                if !spunOnce, Self.becomesReadable(socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true }) {
+                let handle = self.handle
+                if !spunOnce, bindToCaller,
+                    Self.becomesReadable(socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
+                {
                     spunOnce = true
                     continue
                 }
                 spunOnce = true
-                try await reactor.wait(for: socket, .readable, boundTo: handle)
-            case .done(let ourCancel):
-                if let failure {
-                    // 57014 that we caused is our cancellation, not a failure.
-                    if failure.isQueryCanceled && ourCancel { throw CancellationError() }
-                    throw failure
-                }
-                return results
+                try await reactor.wait(for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline)
             }
         }
     }
@@ -216,6 +253,11 @@ extension PostgresConnection {
     }
 }
 
+extension PostgresError {
+    /// A result kind this adapter does not offer (COPY): the connection's state is unknown.
+    static let unsupportedResult = PostgresError(.invalidQuery, "COPY is not supported by this adapter")
+}
+
 extension Array where Element == String? {
     func withOptionalCStrings<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
         let duplicated = map { $0.map { strdup($0) } ?? nil }
@@ -223,8 +265,3 @@ extension Array where Element == String? {
         return duplicated.map { UnsafePointer($0) }.withUnsafeBufferPointer { body($0.baseAddress) }
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif
-import Foundation

@@ -30,16 +30,16 @@ extension PostgresConnection {
             value = try await body(self)
         } catch {
             if error.isResourceCancellation || Task.isCancelled {
-                state.withLock { $0.needsRollback = true }
+                state.withLock { $0.machine.requireRollback() }
             } else {
-                do { try await execute("ROLLBACK") } catch { state.withLock { $0.needsRollback = true } }
+                do { try await execute("ROLLBACK") } catch { state.withLock { $0.machine.requireRollback() } }
             }
             throw error
         }
         do {
             try await execute("COMMIT")
         } catch {
-            if error.isResourceCancellation { state.withLock { $0.needsRollback = true } }
+            if error.isResourceCancellation { state.withLock { $0.machine.requireRollback() } }
             throw error
         }
         return value
@@ -48,10 +48,10 @@ extension PostgresConnection {
     func run(_ sql: String, _ binds: [PostgresBind]) async throws -> [PostgresResult] {
         try Task.checkCancellation()
         try handle?.checkCancellation()
-        try begin()
+        try await begin()
         defer { end() }
-        try await prepare()
         try Task.checkCancellation()
+        try handle?.checkCancellation()
         return try await sendAndCollect(sql, binds)
     }
 }

@@ -2,141 +2,143 @@ import CLibPQ
 public import ResourceKit
 
 /// One Postgres connection through libpq's non-blocking API and the ResourceKit reactor. No libpq call that
-/// blocks ever runs on the cooperative pool.
+/// can block runs on the cooperative pool: host names are resolved on the blocking pool before libpq sees
+/// them, cancel requests are sent from the blocking pool.
 ///
-/// Cancellation (the point of the module):
-/// - task cancelled while a query runs: from inside `withTaskCancellationHandler`, a cancel request
-///   (`PQcancel`) is queued on the blocking pool; the caller gets `CancellationError` at once, without waiting
-///   for the server. The connection stays usable: its next operation first waits until the cancelled query
-///   drained to ReadyForQuery *and* the cancel request finished, so a late cancel can never hit the next query.
+/// Cancellation (the point of the module), at two levels:
+/// - the *operation*: the task running a query is cancelled (also when it does not own the connection's
+///   scope). From inside `withTaskCancellationHandler` a cancel goes out (the fast path if the pool has a
+///   verified one, else a cancel request on the blocking pool); the caller gets `CancellationError` at once,
+///   without waiting for the server. The connection lives on.
+/// - the *resource*: its scope is cancelled, its deadline passes, or ``cancel()`` is called: the same cancel
+///   goes out, and every operation on it ends with the reason's error (`DeadlineExceededError` for a deadline).
+///
+/// The guard (DESIGN principle 8): a cancel is sent only while *that* query is on the wire, and the next query
+/// starts only after the cancelled one reached ReadyForQuery *and* every cancel for it finished. A cancel
+/// request that does not stop the query (it reached another server behind a balancer) is sent again, with
+/// backoff, while the query is still on the wire, up to ``cancelTimeout``. A cleanup that does not finish
+/// within ``cancelTimeout`` breaks the connection: closed, never reused.
+///
 /// - cancelled before the query was sent: nothing is sent. Cancelled after it completed: nothing is sent and
 ///   the result is returned.
 /// - our own `57014` is `CancellationError`; a `57014` from the server's `statement_timeout` is a
-///   ``PostgresError``; the scope's deadline gives `DeadlineExceededError` (and cancels the query on the server).
-/// - a cancel request or drain that does not finish within ``cancelTimeout`` marks the connection broken: it is
-///   closed, never reused.
+///   ``PostgresError``.
+/// - libpq never writes to stderr: notices go to the handler given at connect (default: registry events).
 public final class PostgresConnection: ManagedResource, CustomStringConvertible {
     /// The resource kind of connections.
     public static let kind = ResourceKind(name: "postgres.connection", closeTimeout: .seconds(5))
 
     struct State: Sendable {
+        var machine = ConnectionStateMachine()
         var conn: PGConnPointer?
         var socket: Int32 = -1
-        var cancel: PGCancelPointer?
-        /// The query on the wire (sent, ReadyForQuery not yet seen).
-        var inFlight: UInt64?
-        /// The query whose cancel request was queued.
-        var cancelRequested: UInt64?
-        /// Finished when the last cancel request returned.
-        var cancelDone: Signal?
-        /// Results of a cancelled or abandoned query are still on the wire.
-        var needsDrain = false
-        /// Roll back before the next operation (a transaction was interrupted by cancellation).
-        var needsRollback = false
-        /// An operation holds the connection.
-        var busy = false
-        var broken = false
-        var nextQueryID: UInt64 = 0
-        var backendPID: Int32 = 0
+        /// libpq's copy of BackendKeyData; `nil` when the server (or a proxy) sent none.
+        var cancelKey: PGCancelPointer?
+        /// `PQbackendPID`: the key of cancel requests, a real pid only when ``identity`` says so.
+        var keyPID: Int32 = 0
+        var identity: PostgresBackendIdentity?
+        /// Set when the last cancel in flight finished; a new one is made when a cancel starts from none.
+        var cancelsSettled: Signal?
+        /// When the first cancel for the query on the wire went out, and how often it was sent again.
+        var firstCancelAt: ContinuousClock.Instant?
+        var resends = 0
     }
 
     let state = Locked(State())
     let reactor: IOReactor
     let pool: BlockingPool
-    private let password: String?
+    let notices: NoticeSink
+    let statistics: PostgresCancelStatistics
     private let handleSlot = Locked<ResourceHandle?>(nil)
-    private let cancelChannel = Locked<PostgresCancelChannel?>(nil)
-    /// How long a cancel request, or draining a cancelled query, may take before the connection is broken.
+    let cancelChannel = Locked<PostgresCancelChannel?>(nil)
+    /// How long a cancel, or draining a cancelled query, may take before the connection is broken.
     public let cancelTimeout: Duration
 
-    init(conn: OpaquePointer, password: String?, reactor: IOReactor, pool: BlockingPool, cancelTimeout: Duration) {
-        state.withLock { $0.conn = PGConnPointer(raw: conn) }
-        self.password = password
+    init(
+        reactor: IOReactor,
+        pool: BlockingPool,
+        cancelTimeout: Duration,
+        statistics: PostgresCancelStatistics,
+        onNotice: (@Sendable (PostgresNotice) -> Void)?
+    ) {
         self.reactor = reactor
         self.pool = pool
         self.cancelTimeout = cancelTimeout
+        self.statistics = statistics
+        self.notices = NoticeSink(handler: onNotice)
     }
 
-    public var description: String { "PostgresConnection(pid \(backendPID))" }
+    public var description: String {
+        if let pid = backendPID { return "PostgresConnection(pid \(pid))" }
+        return "PostgresConnection(unverified backend)"
+    }
 
-    /// The server process id of this connection (what `pg_stat_activity.pid` shows).
-    public var backendPID: Int32 { state.withLock { $0.backendPID } }
+    /// The server process id of this connection, as `pg_stat_activity.pid` shows it: verified at connect
+    /// against `pg_backend_pid()`. `nil` when it could not be verified (behind a pooler such as PgBouncer the
+    /// pid libpq holds is the pooler's key, not a process), or the connection is not open.
+    public var backendPID: Int32? { state.withLock { $0.identity?.pid } }
+
+    /// The verified backend and server (see ``PostgresBackendIdentity``), or `nil` when unverified.
+    public var backendIdentity: PostgresBackendIdentity? { state.withLock { $0.identity } }
+
+    /// The pid in the server's BackendKeyData (`PQbackendPID`): the key cancel requests carry. Behind a
+    /// pooler it names no process. `0` when the server sent none.
+    public var cancelKeyPID: Int32 { state.withLock { $0.keyPID } }
 
     /// `true` once the connection can no longer be used (lost, or its state is unknown).
-    public var isBroken: Bool { state.withLock { $0.broken || $0.conn == nil } }
+    public var isBroken: Bool { state.withLock { $0.machine.isUnusable || $0.conn == nil } }
 
-    /// `true` when the next operation has cleanup to do first (a cancelled query to drain, a cancel request in
+    /// `true` when the next operation has cleanup to do first (a cancelled query to drain, a cancel in
     /// flight, a rollback).
-    public var needsReset: Bool { state.withLock { $0.needsDrain || $0.cancelDone != nil || $0.needsRollback } }
+    public var needsReset: Bool { state.withLock { $0.machine.needsCleanup } }
+
+    /// Which path this connection's cancels took (shared with its pool's connections, if pooled).
+    public var cancelStatistics: PostgresCancelStatistics { statistics }
 
     var handle: ResourceHandle? { handleSlot.withLock { $0 } }
 
     func attach(_ handle: ResourceHandle) { handleSlot.withLock { $0 = handle } }
 
-    // MARK: cancel requests
-
-    /// Uses `channel` (a warm control connection) to cancel this connection's queries, falling back to the
-    /// cancel request whenever the channel cannot be used. `nil` turns the fast path off.
+    /// Uses `channel` (a pool's control connection) for the fast cancel path, for as long as the channel is
+    /// verified to reach this connection's server. `nil` turns the fast path off. Cancel requests remain the
+    /// fallback for every cancel the channel cannot deliver.
     public func useCancelChannel(_ channel: PostgresCancelChannel?) {
         cancelChannel.withLock { $0 = channel }
     }
 
-    /// Queues a cancel request for query `id` if (and only if) it is still on the wire. Non-blocking; safe
-    /// from `onCancel`.
-    func requestCancel(_ id: UInt64) {
-        let job = state.withLock { state -> (PGCancelPointer?, Signal)? in
-            guard state.inFlight == id, state.cancelRequested != id, !state.broken else { return nil }
-            state.cancelRequested = id
-            let done = Signal()
-            state.cancelDone = done
-            return (state.cancel, done)
-        }
-        guard let (cancel, done) = job else { return }
-        if let channel = cancelChannel.withLock({ $0 }), channel.tryCancel(backend: backendPID, done: done) {
-            return
-        }
-        guard let cancel else {
-            // No BackendKeyData (some proxies): cancellation degrades to closing the connection.
-            state.withLock { $0.broken = true }
-            done.set()
-            return
-        }
-        let accepted = pool.submit {
-            var buffer = [CChar](repeating: 0, count: 256)
-            _ = PQcancel(cancel.raw, &buffer, 256)
-            done.set()
-        }
-        if !accepted {
-            state.withLock { $0.broken = true }
-            done.set()
-        }
-    }
-
     /// Asks the server to cancel whatever this connection is running now (from any task: a sibling, a
-    /// supervisor). The query's caller gets `CancellationError`. A no-op when idle.
+    /// supervisor). The query's caller gets `CancellationError`. A no-op when idle. Non-blocking.
     public func cancelCurrentQuery() {
-        if let id = state.withLock({ $0.inFlight }) { requestCancel(id) }
+        if let id = state.withLock({ $0.machine.queryOnWire }) { requestCancel(id) }
     }
 
     // MARK: ManagedResource
 
-    /// Sends a cancel request for the running query, if any (from the blocking pool, never inline).
+    /// Cancels the running query on the server, if any (non-blocking: the cancel goes out from the blocking
+    /// pool or the control connection, never inline).
     public func cancel() {
         cancelCurrentQuery()
     }
 
-    /// Closes the connection: a query still running is cancelled on the server first (bounded by
-    /// ``cancelTimeout``), then `PQfinish`.
+    /// Closes the connection: a query still on the wire is cancelled on the server first, and cancels in
+    /// flight are awaited (bounded by ``cancelTimeout``), then `PQfinish`.
     public func close() async throws {
-        cancelCurrentQuery()
-        if let pending = state.withLock({ $0.cancelDone }) {
-            do { try await pending.wait(deadline: .now + cancelTimeout) } catch {}
+        let (action, settled) = state.withLock { state in (state.machine.close(), state.cancelsSettled) }
+        if case .cancelThenFinish(let id) = action { deliverCancel(id) }
+        switch action {
+        case .cancelThenFinish, .settleThenFinish:
+            do {
+                try await settled?.wait(deadline: .now + cancelTimeout)
+            } catch {
+                // The bound passed (a frozen server): close anyway; the PGcancel is kept alive below.
+            }
+        case .finish, .alreadyClosed:
+            break
         }
-        let cancelFinished = state.withLock { $0.cancelDone?.isSet ?? true }
-        let (conn, cancel) = state.withLock { state -> (PGConnPointer?, PGCancelPointer?) in
+        let (conn, cancelKey, cancelsDone) = state.withLock { state -> (PGConnPointer?, PGCancelPointer?, Bool) in
             defer {
                 state.conn = nil
-                state.broken = true
+                state.cancelKey = nil
             }
             // Only a socket libpq still has open is ours to deregister: after a failed connect or a lost
             // connection libpq already closed it, and the number may belong to someone else by now.
@@ -144,12 +146,12 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
                 let live = PQsocket(conn.raw)
                 if live >= 0 { reactor.descriptorWillClose(live) }
             }
-            return (state.conn, state.cancel)
+            return (state.conn, state.cancelKey, state.machine.cancelsInFlight == 0)
         }
         if let conn { PQfinish(conn.raw) }
         // A cancel request that never returned (frozen server) may still use the PGcancel: leak it rather than
         // free it under that thread.
-        if let cancel, cancelFinished { PQfreeCancel(cancel.raw) }
+        if let cancelKey, cancelsDone { PQfreeCancel(cancelKey.raw) }
         handleSlot.withLock { $0 = nil }
     }
 }

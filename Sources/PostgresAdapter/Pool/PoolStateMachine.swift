@@ -1,9 +1,16 @@
-/// The pool's decisions as a value: who gets which connection, when to open one, when a waiter leaves.
-/// Tested without I/O; ``PostgresPool`` performs the actions.
+/// The pool's decisions as a value: who gets which connection, when to open one, when a returned connection
+/// is cleaned before anyone sees it, when a waiter leaves. Tested without I/O (`PoolStateMachineTests`);
+/// ``PostgresPool`` performs the actions after releasing its lock.
+///
+/// Slots: `total` counts every connection the pool is responsible for (idle, leased, being cleaned, being
+/// opened). A slot freed by a discarded connection goes straight to the first waiter, who opens a new
+/// connection in it.
 struct PoolStateMachine<Connection: AnyObject, Waiter> {
     private(set) var idle: [Connection] = []
-    /// Open plus opening connections.
+    /// Open, opening and resetting connections.
     private(set) var total = 0
+    /// Connections being cleaned (drain, cancel, rollback) after their lessee returned them.
+    private(set) var resetting = 0
     let capacity: Int
     private(set) var waiters: [(id: UInt64, waiter: Waiter)] = []
     private(set) var closed = false
@@ -12,7 +19,7 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
 
     enum LeaseAction {
         case use(Connection)
-        /// Open a new connection for this lease (already counted in `total`).
+        /// Open a new connection for this lease (its slot is counted).
         case open
         /// Park the waiter.
         case wait
@@ -34,44 +41,52 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         /// Hand the connection to this waiter (if the waiter turns out cancelled, release it again).
         case handOver(Connection, Waiter)
         case keepIdle
-        /// The connection was discarded: this waiter should lease again (a slot is free now).
-        case retry(Waiter)
-        case none
-        /// The pool is closed: close the connection.
+        /// Clean the connection, then report ``resetFinished(_:clean:)``. Nobody sees it meanwhile.
+        case reset(Connection)
+        /// Close the connection (discarded, or the pool is closed).
         case close(Connection)
+        /// Close the connection; its slot went to this waiter, who opens a new one (if the waiter turns out
+        /// cancelled, call ``slotFreed()``).
+        case closeAndOpenFor(Connection, Waiter)
     }
 
-    /// A connection comes back; `reusable` is false when it is broken (it is then discarded).
-    mutating func release(_ connection: Connection, reusable: Bool) -> ReleaseAction {
+    /// A connection comes back from its lessee.
+    mutating func release(_ connection: Connection, _ returned: PooledConnectionState) -> ReleaseAction {
         if closed {
             total -= 1
             return .close(connection)
         }
-        if reusable {
-            if !waiters.isEmpty {
-                return .handOver(connection, waiters.removeFirst().waiter)
-            }
+        switch returned {
+        case .clean:
+            if !waiters.isEmpty { return .handOver(connection, waiters.removeFirst().waiter) }
             idle.append(connection)
             return .keepIdle
+        case .needsReset:
+            resetting += 1
+            return .reset(connection)
+        case .broken:
+            if !waiters.isEmpty { return .closeAndOpenFor(connection, waiters.removeFirst().waiter) }
+            total -= 1
+            return .close(connection)
         }
-        total -= 1
-        if !waiters.isEmpty {
-            return .retry(waiters.removeFirst().waiter)
-        }
-        return .none
     }
 
-    /// Opening a connection failed (or its lessee left): free its slot; a parked waiter should lease again.
-    mutating func openFailed() -> Waiter? {
+    /// The cleanup of a returned connection ended.
+    mutating func resetFinished(_ connection: Connection, clean: Bool) -> ReleaseAction {
+        resetting -= 1
+        return release(connection, clean ? .clean : .broken)
+    }
+
+    /// A slot was given up (an open failed, its lessee left, a waiter handed a slot was already gone). The
+    /// first waiter gets it, or it is freed.
+    mutating func slotFreed() -> Waiter? {
+        if !closed, !waiters.isEmpty { return waiters.removeFirst().waiter }
         total -= 1
-        if !closed, !waiters.isEmpty {
-            return waiters.removeFirst().waiter
-        }
         return nil
     }
 
     /// A parked waiter was cancelled: it leaves the queue at once. Returns `false` if it was not parked (it
-    /// was already handed a connection, which then comes back through `release`).
+    /// was already handed a connection or a slot, which then comes back through `release` or `slotFreed`).
     mutating func cancel(id: UInt64) -> Bool {
         guard let index = waiters.firstIndex(where: { $0.id == id }) else { return false }
         waiters.remove(at: index)
@@ -91,3 +106,13 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
 }
 
 extension PoolStateMachine: Sendable where Connection: Sendable, Waiter: Sendable {}
+
+/// How a connection comes back to the pool.
+enum PooledConnectionState: Sendable, Equatable {
+    /// Ready for the next lessee.
+    case clean
+    /// Clean it first (a cancelled query to drain, a cancel in flight, a transaction to roll back).
+    case needsReset
+    /// Lost or in an unknown state: discard it.
+    case broken
+}

@@ -3,193 +3,257 @@ public import ResourceKit
 
 /// A bounded pool of ``PostgresConnection``s.
 ///
+/// - A lessee only ever gets a connection that is clean and alive: a returned connection with a cancelled
+///   query to drain, a cancel in flight or an open transaction is cleaned by the pool *before* anyone sees it
+///   (bounded by the connection's `cancelTimeout`, past which it is discarded), and every idle connection is
+///   checked on lease without waiting (a zero-timeout read: the server closed it, a restart, an
+///   `idle_session_timeout`) and replaced by a fresh one if dead. After a server restart with an idle pool of
+///   N, the next N queries all succeed.
+/// - The fast cancel path (``cancelFastPath``) keeps one control connection and uses it only for connections
+///   whose backend is verified to be on the control connection's server; everything else (a pooler, a
+///   balancer, a dead control connection) uses cancel requests. ``cancelStatistics`` says which path each
+///   cancel took.
+///
 /// Cancellation: waiting for a connection is cancellable: the waiter leaves the queue at once, and a
-/// connection handed to it at the same instant goes back to the pool (never leaked). A connection returned in
-/// an unknown state is never handed out as is: broken ones are closed and replaced; one with a cancelled query
-/// still draining, a cancel request in flight, or an open transaction is cleaned (drain, wait for the cancel
-/// request, `ROLLBACK`) before its next query runs, bounded by the connection's `cancelTimeout`, past which it
-/// is discarded.
+/// connection (or a free slot) handed to it at the same instant goes back to the pool (never leaked). Queries
+/// inside `withConnection` behave as on any connection.
 public final class PostgresPool: Sendable {
-    private typealias Machine = PoolStateMachine<PostgresConnection, CancellationCell<PostgresConnection>>
+    private typealias Machine = PoolStateMachine<PostgresConnection, CancellationCell<Grant>>
 
-    /// A marker: a slot freed up, lease again.
-    private struct Retry: Error {}
+    /// What a waiter is handed.
+    private enum Grant: Sendable {
+        case connection(PostgresConnection)
+        /// A slot: open a new connection in it.
+        case slot
+    }
 
     private let conninfo: String
-    /// The most connections open at once.
+    /// The most connections open at once (the control connection of the fast path is not counted).
     public let maxConnections: Int
     private let registry: ResourceRegistry
     private let reactor: IOReactor
     private let machine: Locked<Machine>
     private let nextID = Locked<UInt64>(0)
-    private let cancelFastPath: Bool
-    private let channel = Locked<(tried: Bool, channel: PostgresCancelChannel?)>((false, nil))
+    private let onNotice: (@Sendable (PostgresNotice) -> Void)?
+    private let background = OwnedTasks()
+    /// The fast-path channel (`nil` when off).
+    public let cancelChannel: PostgresCancelChannel?
+    /// Which path each cancel of the pool's connections took.
+    public let cancelStatistics = PostgresCancelStatistics()
 
     /// Creates a pool; connections open lazily.
+    /// - Parameters:
+    ///   - cancelFastPath: keep one extra control connection and cancel with `pg_cancel_backend` where that is
+    ///     proven safe (see ``PostgresCancelChannel``); cancel requests remain the fallback.
+    ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
     /// - Throws: ``PostgresError/Kind/invalidConfiguration`` for a malformed conninfo or URL.
-    /// - Parameter cancelFastPath: keep one extra control connection and cancel with `pg_cancel_backend`
-    ///   (see ``PostgresCancelChannel``); cancel requests remain the fallback.
     public init(
         conninfo: String,
         maxConnections: Int,
         registry: ResourceRegistry = .shared,
         reactor: IOReactor = .shared,
-        cancelFastPath: Bool = true
+        cancelFastPath: Bool = true,
+        onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) throws {
-        _ = try ConnectionInfo.validate(conninfo)
+        _ = try ConnectionInfo(conninfo)
         self.conninfo = conninfo
         self.maxConnections = max(1, maxConnections)
         self.registry = registry
         self.reactor = reactor
+        self.onNotice = onNotice
         self.machine = Locked(Machine(capacity: max(1, maxConnections)))
-        self.cancelFastPath = cancelFastPath
-    }
-
-    /// The fast-path channel, connected on first need; `nil` when off or its control connection failed.
-    public var cancelChannel: PostgresCancelChannel? { channel.withLock { $0.channel } }
-
-    private func prepareChannel() async -> PostgresCancelChannel? {
-        let first = channel.withLock { state -> Bool in
-            defer { state.tried = true }
-            return cancelFastPath && !state.tried
-        }
-        if !first { return channel.withLock { $0.channel } }
-        do {
-            let control = try await PostgresConnection.connect(conninfo, in: nil, registry: registry, reactor: reactor)
-            let made = PostgresCancelChannel(control: control)
-            channel.withLock { $0.channel = made }
-            return made
-        } catch {
-            return nil  // no fast path: cancel requests only
+        if cancelFastPath {
+            cancelChannel = PostgresCancelChannel { [conninfo, registry, reactor, onNotice] in
+                try await PostgresConnection.connect(conninfo, in: nil, registry: registry, reactor: reactor, onNotice: onNotice)
+            }
+        } else {
+            cancelChannel = nil
         }
     }
 
-    /// Open connections (idle and leased).
+    /// Open connections (idle, leased, being cleaned or opened).
     public var openCount: Int { machine.withLock { $0.total } }
     /// Idle connections.
     public var idleCount: Int { machine.withLock { $0.idle.count } }
     /// Tasks waiting for a connection.
     public var waiterCount: Int { machine.withLock { $0.waiters.count } }
+    /// Returned connections being cleaned before their next lease.
+    public var resettingCount: Int { machine.withLock { $0.resetting } }
 
     /// Leases a connection for `body` and returns it afterwards (also when `body` throws or is cancelled).
-    /// Cancellation: see the type's documentation; queries inside `body` behave as on any connection.
+    /// Returning never waits: cleanup after a cancelled query runs in the pool's own background work.
+    /// Cancellation: see the type's documentation.
     public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let connection = try await lease()
         let value: T
         do {
             value = try await body(connection)
         } catch {
-            await release(connection)
+            release(connection)
             throw error
         }
-        await release(connection)
+        release(connection)
         return value
     }
-
-    private enum Decision { case use, open, wait, fail }
 
     private func lease() async throws -> PostgresConnection {
         while true {
             try Task.checkCancellation()
             let id = nextID.withLock { $0 += 1; return $0 }
-            var decision: Decision?
-            let cell = CancellationCell<PostgresConnection>()
-            do {
-                return try await cell.run(onCancel: { [weak self] _ in
-                    _ = self?.machine.withLock { $0.cancel(id: id) }
-                }) { cell in
-                    // Parked inside the start closure: a handover can never come before the suspension.
-                    switch machine.withLock({ $0.lease(id: id, waiter: cell) }) {
-                    case .use(let connection):
-                        decision = .use
-                        if !cell.succeed(connection) { giveBack(connection) }
-                    case .open:
-                        decision = .open
-                        cell.fail(Retry())
-                    case .wait:
-                        decision = .wait
-                    case .fail:
-                        decision = .fail
-                        cell.fail(PostgresError(.poolClosed, "the pool was shut down"))
-                    }
+            let cell = CancellationCell<Grant>()
+            let grant = try await cell.run(onCancel: { [weak self] _ in
+                _ = self?.machine.withLock { $0.cancel(id: id) }
+            }) { cell in
+                // Parked inside the start closure: a handover can never come before the suspension.
+                switch machine.withLock({ $0.lease(id: id, waiter: cell) }) {
+                case .use(let connection):
+                    if !cell.succeed(.connection(connection)) { perform(machine.withLock { $0.release(connection, .clean) }) }
+                case .open:
+                    if !cell.succeed(.slot) { giveUpSlot() }
+                case .wait:
+                    break
+                case .fail:
+                    cell.fail(PostgresError(.poolClosed, "the pool was shut down"))
                 }
-            } catch is Retry where decision != .open {
-                continue
-            } catch is Retry {
-                // Our slot: open a connection for this lease.
-                do {
-                    let connection = try await PostgresConnection.connect(conninfo, in: nil, registry: registry, reactor: reactor)
-                    connection.useCancelChannel(await prepareChannel())
-                    return connection
-                } catch {
-                    if let waiter = machine.withLock({ $0.openFailed() }) { waiter.fail(Retry()) }
-                    throw error
-                }
-            } catch {
-                if decision == .open, !(error is Retry) {
-                    // Cancelled at the instant the slot was reserved: give the slot back.
-                    if let waiter = machine.withLock({ $0.openFailed() }) { waiter.fail(Retry()) }
-                }
-                throw error
+            }
+            switch grant {
+            case .connection(let connection):
+                if connection.isAliveWhileIdle() { return connection }
+                // Closed by the server while idle (a restart, idle_session_timeout): replace it in its slot.
+                connection.handle?.report("postgres.pool.discardedDead")
+                background.start { await connection.handle?.close() }
+                return try await open()
+            case .slot:
+                return try await open()
             }
         }
     }
 
-    /// Hands a healthy connection to the next waiter still waiting, or keeps it idle.
-    private func giveBack(_ connection: PostgresConnection) {
+    /// Opens a connection in a slot the caller holds; gives the slot up if that fails.
+    private func open() async throws -> PostgresConnection {
+        do {
+            let connection = try await PostgresConnection.connect(
+                conninfo,
+                in: nil,
+                registry: registry,
+                reactor: reactor,
+                statistics: cancelStatistics,
+                onNotice: onNotice
+            )
+            if let cancelChannel {
+                await cancelChannel.connectIfNeeded()
+                connection.useCancelChannel(cancelChannel)
+            }
+            return connection
+        } catch {
+            giveUpSlot()
+            throw error
+        }
+    }
+
+    /// A slot nobody uses any more: to the first waiter still waiting, or freed.
+    private func giveUpSlot() {
+        while let waiter = machine.withLock({ $0.slotFreed() }) {
+            if waiter.succeed(.slot) { return }
+        }
+    }
+
+    /// Performs a release decision (outside the lock).
+    private func perform(_ action: Machine.ReleaseAction) {
+        var action = action
         while true {
-            switch machine.withLock({ $0.release(connection, reusable: true) }) {
-            case .handOver(let connection, let waiter):
-                if waiter.succeed(connection) { return }
-                // That waiter was cancelled at this instant: try the next one.
-            case .keepIdle, .none:
+            switch action {
+            case .keepIdle:
                 return
-            case .retry(let waiter):
-                waiter.fail(Retry())
+            case .handOver(let connection, let waiter):
+                if waiter.succeed(.connection(connection)) { return }
+                // That waiter was cancelled at this instant: the next one, or idle.
+                action = machine.withLock { $0.release(connection, .clean) }
+            case .reset(let connection):
+                background.start {
+                    let clean = await connection.resetForReuse()
+                    self.perform(self.machine.withLock { $0.resetFinished(connection, clean: clean) })
+                }
                 return
             case .close(let connection):
-                Task { await connection.handle?.close() }
+                background.start { await connection.handle?.close() }
+                return
+            case .closeAndOpenFor(let connection, let waiter):
+                background.start { await connection.handle?.close() }
+                if !waiter.succeed(.slot) { giveUpSlot() }
                 return
             }
         }
     }
 
-    private func release(_ connection: PostgresConnection) async {
-        connection.markForResetIfNeeded()
-        if connection.isBroken {
-            await connection.handle?.close()
-            switch machine.withLock({ $0.release(connection, reusable: false) }) {
-            case .retry(let waiter): waiter.fail(Retry())
-            default: break
-            }
-            return
-        }
-        if machine.withLock({ $0.closed }) {
-            _ = machine.withLock { $0.release(connection, reusable: true) }
-            await connection.handle?.close()
-            return
-        }
-        giveBack(connection)
+    private func release(_ connection: PostgresConnection) {
+        let returned = connection.returnedState()
+        perform(machine.withLock { $0.release(connection, returned) })
     }
 
     /// Shuts the pool down: waiters fail with ``PostgresError/Kind/poolClosed``, idle connections are closed
-    /// now, leased ones when they come back.
+    /// now, leased ones when they come back; returns when the pool's own background work (cleanups, closes)
+    /// and its control connection are done.
     public func shutdown() async {
         let (idle, waiters) = machine.withLock { $0.close() }
         for waiter in waiters { waiter.fail(PostgresError(.poolClosed, "the pool was shut down")) }
         for connection in idle { await connection.handle?.close() }
-        await channel.withLock { $0.channel }?.close()
+        await background.waitForAll()
+        await cancelChannel?.close()
     }
 }
 
 extension PostgresConnection {
-    /// On return to a pool: an open or failed transaction is rolled back before the next use.
-    func markForResetIfNeeded() {
+    /// How a lessee returns the connection: an open or failed transaction is rolled back before the next use;
+    /// an unknown transaction state breaks it.
+    func returnedState() -> PooledConnectionState {
         state.withLock { state in
-            guard let conn = state.conn?.raw, !state.busy else { return }
-            let status = PQtransactionStatus(conn)
-            if status == PQTRANS_INTRANS || status == PQTRANS_INERROR { state.needsRollback = true }
-            if status == PQTRANS_UNKNOWN { state.broken = true }
+            if let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.leased {
+                switch PQtransactionStatus(conn) {
+                case PQTRANS_INTRANS, PQTRANS_INERROR: state.machine.requireRollback()
+                case PQTRANS_UNKNOWN: state.machine.lost()
+                default: break
+                }
+            }
+            if state.machine.isUnusable || state.conn == nil { return .broken }
+            if state.machine.leased { return .broken }  // a stream still holds it: its state is unknown here
+            return state.machine.needsCleanup ? .needsReset : .clean
         }
     }
+
+    /// The pool's cleanup of a returned connection: cancels settled, the cancelled query drained, the
+    /// transaction rolled back. `false` when the connection must be discarded.
+    func resetForReuse() async -> Bool {
+        do {
+            try await begin()
+            end()
+            return !isBroken
+        } catch {
+            return false
+        }
+    }
+
+    /// A zero-timeout look at an idle connection: reads whatever the server sent while nobody asked (a
+    /// termination message, end of stream) and says whether the connection is still alive and idle. Never
+    /// waits.
+    func isAliveWhileIdle() -> Bool {
+        let alive = state.withLock { state -> Bool in
+            guard let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.needsCleanup else { return false }
+            var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
+            if poll(&entry, 1, 0) != 0 {
+                if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD {
+                    state.machine.lost()
+                    return false
+                }
+                while let notification = PQnotifies(conn) { PQfreemem(notification) }
+            }
+            return PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE
+        }
+        notices.deliver(reportingTo: handle)
+        return alive
+    }
 }
+
+#if canImport(Glibc)
+import Glibc
+#endif

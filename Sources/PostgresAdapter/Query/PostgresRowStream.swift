@@ -6,27 +6,19 @@ extension PostgresConnection {
     /// however many rows there are. The connection is busy until the stream ends, fails, or is dropped.
     ///
     /// Cancellation: cancelling the consuming task mid-stream throws `CancellationError` from the iteration at
-    /// once and sends a cancel request, so the *server* stops producing rows; breaking out of the loop (or
-    /// dropping the stream) early does the same. Either way the next operation drains first.
+    /// once and sends a cancel, so the *server* stops producing rows; breaking out of the loop (or dropping
+    /// the stream) early does the same. Either way the next operation drains first. Already-cancelled task:
+    /// nothing is sent.
     public func stream(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> PostgresRowStream {
         try Task.checkCancellation()
         try handle?.checkCancellation()
-        try begin()
+        try await begin()
         do {
-            try await prepare()
             try Task.checkCancellation()
             let id = try send(sql, binds.map(\.postgresBind), singleRow: true)
-            let stream = PostgresRowStream(connection: self, id: id)
-            try await withTaskCancellationHandler {
-                try await flush(handle: handle)
-            } onCancel: {
-                self.requestCancel(id)
-            }
-            return stream
+            try await flushThen(id) {}
+            return PostgresRowStream(connection: self, id: id)
         } catch {
-            state.withLock { state in
-                if state.inFlight != nil { state.needsDrain = true }
-            }
             end()
             throw error
         }
@@ -45,19 +37,17 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
     }
 
     private let connection: PostgresConnection
-    private let id: UInt64
+    private let id: ConnectionStateMachine.QueryID
     private let state = Locked(State())
 
-    init(connection: PostgresConnection, id: UInt64) {
+    init(connection: PostgresConnection, id: ConnectionStateMachine.QueryID) {
         self.connection = connection
         self.id = id
     }
 
     deinit {
         // Dropped before the end: stop the server and let the next operation drain.
-        if !state.withLock({ $0.finished }) {
-            abandon()
-        }
+        abandon()
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
@@ -69,12 +59,7 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: self) }
 
-    private enum RowStep {
-        case row(PostgresRow)
-        case wait(Int32)
-        case end(ourCancel: Bool)
-    }
-
+    /// Marks the stream finished; `true` for the first caller, who releases the connection.
     private func finish() -> Bool {
         state.withLock { state in
             defer { state.finished = true }
@@ -84,82 +69,66 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
 
     private func abandon() {
         guard finish() else { return }
-        connection.state.withLock { if $0.inFlight == id { $0.needsDrain = true } }
+        connection.state.withLock { $0.machine.operationLeft(id) }
         connection.requestCancel(id)
         connection.end()
     }
 
     func nextRow() async throws -> PostgresRow? {
         if state.withLock({ $0.finished }) { return nil }
-        // While rows keep arriving the loop below never waits, so cancellation is checked on every row too:
-        // a consumer cancelled mid-stream stops the server instead of draining millions of rows.
+        // While rows keep arriving the loop never waits, so cancellation is checked on every row too: a
+        // consumer cancelled mid-stream stops the server instead of draining millions of rows.
         if Task.isCancelled || connection.handle?.isCancelled == true {
             abandon()
             throw connection.handle?.cancellationReason?.error ?? CancellationError()
         }
-        let handle = connection.handle
-        let id = self.id
-        while true {
-            let step: RowStep
-            do {
-                let cached = state.withLock { $0.columns }
-                step = try connection.state.withLock { cstate -> RowStep in
-                    // Read from the socket only when libpq has no complete row buffered: one syscall per
-                    // buffer-full of rows, not one per row.
-                    guard let buffered = cstate.conn?.raw else {
-                        throw PostgresError(.connection, "the connection was closed")
+        let cached = state.withLock { $0.columns }
+        var row: PostgresRow?
+        var failure: PostgresError?
+        var unsupported = false
+        let end: PostgresConnection.ResultsEnd
+        do {
+            end = try await connection.whileOnWire(id) {
+                try await connection.awaitResults(id, deadline: nil, bindToCaller: true) { result in
+                    switch PQresultStatus(result) {
+                    case PGRES_SINGLE_TUPLE:
+                        row = PostgresRow.row(0, of: result, columns: cached ?? PostgresRow.columns(of: result))
+                        return true
+                    case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+                        return false
+                    case PGRES_FATAL_ERROR:
+                        failure = failure ?? PostgresError.server(result)
+                        return false
+                    default:
+                        unsupported = true
+                        return true
                     }
-                    let conn = PQisBusy(buffered) == 0 ? buffered : try PostgresConnection.usable(&cstate)
-                    while PQisBusy(conn) == 0 {
-                        guard let result = PQgetResult(conn) else {
-                            cstate.inFlight = nil
-                            return .end(ourCancel: cstate.cancelRequested == id)
-                        }
-                        defer { PQclear(result) }
-                        switch PQresultStatus(result) {
-                        case PGRES_SINGLE_TUPLE:
-                            let columns = cached ?? PostgresRow.columns(of: result)
-                            return .row(PostgresRow.row(0, of: result, columns: columns))
-                        case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
-                            continue
-                        case PGRES_FATAL_ERROR:
-                            let error = PostgresError.server(result)
-                            state.withLock { if $0.failure == nil { $0.failure = error } }
-                        default:
-                            cstate.broken = true
-                            state.withLock { $0.failure = PostgresError(.invalidQuery, "unexpected result in a stream") }
-                        }
-                    }
-                    return .wait(cstate.socket)
                 }
-            } catch {
+            }
+        } catch {
+            abandon()
+            throw error
+        }
+        if let failure { state.withLock { if $0.failure == nil { $0.failure = failure } } }
+        switch end {
+        case .paused:
+            if unsupported {
+                connection.markBroken()
                 if finish() { connection.end() }
-                throw error
+                throw PostgresError(.invalidQuery, "unexpected result in a stream")
             }
-            switch step {
-            case .row(let row):
-                state.withLock { if $0.columns == nil { $0.columns = row.columns } }
-                return row
-            case .end(let ourCancel):
-                guard finish() else { return nil }
-                connection.end()
-                if let failure = state.withLock({ $0.failure }) {
-                    if failure.isQueryCanceled && ourCancel { throw CancellationError() }
-                    throw failure
+            if let row, cached == nil { state.withLock { $0.columns = row.columns } }
+            return row
+        case .ended(let ourCancel):
+            guard finish() else { return nil }
+            connection.end()
+            if let failure = state.withLock({ $0.failure }) {
+                if failure.isQueryCanceled && ourCancel {
+                    throw connection.handle?.cancellationReason?.error ?? CancellationError()
                 }
-                return nil
-            case .wait(let socket):
-                do {
-                    _ = try await withTaskCancellationHandler {
-                        try await connection.reactor.wait(for: socket, .readable, boundTo: handle)
-                    } onCancel: {
-                        self.connection.requestCancel(id)
-                    }
-                } catch {
-                    abandon()
-                    throw error
-                }
+                throw failure
             }
+            return nil
         }
     }
 }

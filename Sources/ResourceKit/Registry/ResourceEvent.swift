@@ -41,6 +41,9 @@ public struct ResourceEvent: Sendable {
         /// Registration refused because the scope was already cancelled or finished; the resource was
         /// cancelled and closed at once.
         case rejected
+        /// Something the resource's adapter reports (for example which path a Postgres cancel took, or that
+        /// the server sent a notice). The name is chosen by the adapter and holds no user data.
+        case adapter(String)
     }
 
     public let resource: ResourceInfo

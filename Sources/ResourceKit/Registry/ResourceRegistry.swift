@@ -169,6 +169,10 @@ public final class ResourceRegistry: Sendable {
         publish(ResourceEvent(resource: handle.info, kind: .leaked(.didNotStopAfterCancel), at: .now))
     }
 
+    func didReport(_ handle: ResourceHandle, _ name: String) {
+        publish(ResourceEvent(resource: handle.info, kind: .adapter(name), at: .now))
+    }
+
     func recordCancellationLatency(_ latency: Duration, kind: String) {
         state.withLock { $0.counters[kind, default: .init()].cancellationLatency.record(latency) }
     }

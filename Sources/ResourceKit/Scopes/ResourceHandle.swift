@@ -105,6 +105,13 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Publishes an adapter-defined event for this resource (``ResourceEvent/Kind/adapter(_:)``) to the
+    /// registry's event stream. `name` must hold no user data (no queries, paths or credentials): it is a
+    /// fixed word such as `postgres.cancel.request`. Non-blocking, any thread.
+    public func report(_ name: String) {
+        registry.didReport(self, name)
+    }
+
     /// Cancels the resource: every operation running on it resumes at once with the reason's error, then the
     /// adapter's ``ManagedResource/cancel()`` runs. Idempotent; a no-op after close. Non-blocking, any thread.
     public func cancel(_ reason: CancellationReason = .cancelled) {

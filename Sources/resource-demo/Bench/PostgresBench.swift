@@ -33,18 +33,21 @@ enum PostgresBench {
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let channel = PostgresCancelChannel(control: try await PostgresConnection.connect(conninfo, in: scope))
             let raw = try RawLibPQConnection(conninfo)
+            guard let pid = connection.backendPID, raw.backendPID > 0 else {
+                throw PostgresError(.connection, "the benchmark needs a direct server connection (the backend could not be verified)")
+            }
             // Interleaved round by round (cancel request, fast path, raw libpq), so that drift in the
             // server's or the machine's speed affects every figure alike.
             for _ in 0..<rounds {
                 for fast in [false, true] {
                     connection.useCancelChannel(fast ? channel : nil)
                     let task = Task { try await connection.execute(sleepQuery) }
-                    try await waitUntilActive(connection.backendPID, observer: observer)
+                    try await waitUntilActive(pid, observer: observer)
                     let start = ContinuousClock.now
                     task.cancel()
                     _ = await task.result
                     if !fast { figures.taskReturn.append(.now - start) }
-                    let stopped = try await waitUntilNotActive(connection.backendPID, observer: observer) - start
+                    let stopped = try await waitUntilNotActive(pid, observer: observer) - start
                     if fast { figures.fastPathStopped.append(stopped) } else { figures.backendStopped.append(stopped) }
                 }
                 // Raw libpq: a thread blocked in PQexec, PQcancel from another thread.

@@ -18,10 +18,11 @@ enum PgCommand {
                 }
                 // Server-side confirmation, from a second connection: is our backend still running a query?
                 var backendState: String?
-                if report.cancelToReturn != nil, !Task.isCancelled {
+                // Only a verified backend can be observed: behind a pooler the pid libpq holds names no process.
+                if report.cancelToReturn != nil, !Task.isCancelled, let pid = connection.backendPID {
                     // Best effort: a report without the state says "not checked". A signal arriving here
                     // is not lost: the process exits with the signal's status whatever this returns.
-                    backendState = try? await observeState(of: connection.backendPID, conninfo: conninfo, in: scope)
+                    backendState = try? await observeState(of: pid, conninfo: conninfo, in: scope)
                 }
                 emit(report, pid: connection.backendPID, backendState: backendState, json: json)
                 return report.exitStatus
@@ -35,11 +36,12 @@ enum PgCommand {
         return try await BackendActivity.waitUntilNotActive(pid, observer: observer, limit: .seconds(2)).state
     }
 
-    static func emit(_ report: RunReport<PostgresResult>, pid: Int32, backendState: String?, json: Bool) {
+    static func emit(_ report: RunReport<PostgresResult>, pid: Int32?, backendState: String?, json: Bool) {
+        let backend = pid.map { "backend \($0)" } ?? "the backend (not observable: unverified, e.g. behind a pooler)"
         if json {
             var line = report.json
             line.set("command", .string("pg"))
-            line.set("backend_pid", .int(Int64(pid)))
+            if let pid { line.set("backend_pid", .int(Int64(pid))) }
             if let backendState { line.set("backend_state", .string(backendState)) }
             if let result = report.outcome.value {
                 line.set("rows", .int(Int64(result.rows.count)))
@@ -53,12 +55,12 @@ enum PgCommand {
             for row in result.rows {
                 Console.line(row.values.map { $0 ?? "NULL" }.joined(separator: "\t"))
             }
-            Console.line("(\(result.commandTag), backend pid \(pid))")
+            Console.line("(\(result.commandTag), \(backend))")
         case .cancelled:
             let latency = report.cancelToReturn.map { " in \($0.millisecondsText)" } ?? ""
-            Console.line("cancelled: the task returned\(latency); backend \(pid) is \(backendState ?? "not checked") on the server")
+            Console.line("cancelled: the task returned\(latency); \(backend) is \(backendState ?? "not checked") on the server")
         case .deadlineExceeded:
-            Console.line("deadline exceeded (backend \(pid))")
+            Console.line("deadline exceeded (\(backend))")
         case .failed(let error):
             Console.error("resource-demo: \(error)")
         }

@@ -95,11 +95,15 @@ enum Tour {
             let report = await LiveStatus.while(json ? nil : "Postgres: SELECT pg_sleep(30) running") {
                 await runCancellable(cancelAfter: .milliseconds(300)) { try await connection.execute("SELECT pg_sleep(30)") }
             }
-            let state = try await PgCommand.observeState(of: connection.backendPID, conninfo: conninfo, in: scope)
+            // Only a verified backend can be observed (behind a pooler the pid libpq holds names no process).
+            var state = "not observable (unverified backend)"
+            if let pid = connection.backendPID {
+                state = try await PgCommand.observeState(of: pid, conninfo: conninfo, in: scope)
+            }
             let probe = await withOutcome { try await connection.query("SELECT 1").count == 1 }
             if probe.isStopped { throw CancellationError() }  // a signal: stop the tour, do not report "not reusable"
             let reusable = probe.value == true
-            say(json, "3. Postgres: SELECT pg_sleep(30), cancelled after 300 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); backend \(connection.backendPID) is \(state) in pg_stat_activity; connection reusable: \(reusable)")
+            say(json, "3. Postgres: SELECT pg_sleep(30), cancelled after 300 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); backend \(connection.backendPID.map(String.init) ?? "?") is \(state) in pg_stat_activity; connection reusable: \(reusable)")
             rows.append(Row(resource: "Postgres query", tornDownBy: "task cancelled", cancelToReturn: report.cancelToReturn, confirmation: "backend \(state) in pg_stat_activity"))
         }
         say(json, "4. latest wins: ids a, ab, abc, abcd, abcde arrive 50 ms apart; each run is a 200 ms query")

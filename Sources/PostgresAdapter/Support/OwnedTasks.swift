@@ -1,0 +1,44 @@
+import ResourceKit
+
+/// Background work an object owns: each task is recorded until it ends, and ``waitForAll()`` awaits every
+/// one (the owner's shutdown). Nothing started through it outlives the owner's close (DESIGN principle 14).
+final class OwnedTasks: Sendable {
+    private struct State: Sendable {
+        var running: [UInt64: Task<Void, Never>] = [:]
+        /// Tasks that ended before they were recorded.
+        var endedEarly: Set<UInt64> = []
+        var next: UInt64 = 0
+    }
+
+    private let state = Locked(State())
+
+    /// Number of tasks still running.
+    var count: Int { state.withLock { $0.running.count } }
+
+    /// Starts `work` on a task this set owns.
+    func start(_ work: @escaping @Sendable () async -> Void) {
+        let id = state.withLock { state -> UInt64 in
+            state.next += 1
+            return state.next
+        }
+        // Owned: recorded below before anyone can wait for it, removed by itself when it ends.
+        let task = Task {
+            await work()
+            self.state.withLock { state in
+                if state.running.removeValue(forKey: id) == nil { state.endedEarly.insert(id) }
+            }
+        }
+        state.withLock { state in
+            if state.endedEarly.remove(id) == nil { state.running[id] = task }
+        }
+    }
+
+    /// Waits until every task (including ones started meanwhile) ended.
+    func waitForAll() async {
+        while true {
+            let running = state.withLock { Array($0.running.values) }
+            if running.isEmpty { return }
+            for task in running { await task.value }
+        }
+    }
+}
