@@ -63,6 +63,9 @@ public final class PostgresCancelChannel: Sendable {
         reconnect = connect
     }
 
+    /// The control connection's verified backend, if it has one now.
+    public var controlBackend: PostgresBackendIdentity? { state.withLock { $0.control?.backendIdentity } }
+
     /// The server the control connection is verified to reach, if any.
     public var server: PostgresServerIdentity? { state.withLock { $0.server } }
 
@@ -71,25 +74,30 @@ public final class PostgresCancelChannel: Sendable {
     /// no verified control connection on the backend's server, busy, disabled, or closed. Non-blocking: safe
     /// from `onCancel`.
     public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Outcome) -> Void) -> Bool {
-        enum Decision { case start(PostgresConnection), reconnect, none }
+        enum Decision { case start(PostgresConnection), cannot(dead: PostgresConnection?, reconnect: Bool) }
         let decision = state.withLock { state -> Decision in
-            guard !state.closed, !state.disabled else { return .none }
+            guard !state.closed, !state.disabled else { return .cannot(dead: nil, reconnect: false) }
             if let control = state.control, !control.isBroken {
-                guard !state.busy, state.server == backend.server else { return .none }
+                guard !state.busy, state.server == backend.server else { return .cannot(dead: nil, reconnect: false) }
                 state.busy = true
                 return .start(control)
             }
+            // No live control connection: drop a dead one (closed below) and reconnect if it is time.
+            let dead = state.control
             state.control = nil
             state.server = nil
-            guard reconnect != nil, !state.reconnecting, ContinuousClock.now >= state.nextReconnect else { return .none }
-            state.reconnecting = true
-            return .reconnect
+            let reconnect = reconnect != nil && !state.reconnecting && ContinuousClock.now >= state.nextReconnect
+            if reconnect { state.reconnecting = true }
+            return .cannot(dead: dead, reconnect: reconnect)
         }
         switch decision {
-        case .none:
-            return false
-        case .reconnect:
-            work.start { await self.reconnectControl() }
+        case .cannot(let dead, let reconnect):
+            if dead != nil || reconnect {
+                work.start {
+                    await dead?.handle?.close()
+                    if reconnect { await self.reconnectControl() }
+                }
+            }
             return false
         case .start(let control):
             work.start {

@@ -9,8 +9,24 @@ import Glibc
 /// `stop()` removes everything again.
 ///
 /// The binaries are looked up on `PATH`, then under `/usr/lib/postgresql/*/bin` (newest first).
-/// Blocking steps (`initdb`, `pg_ctl`) run on the blocking pool.
+/// Blocking steps (`initdb`, `pg_ctl`, `openssl`) run on the blocking pool.
+///
+/// ``Options`` make production shapes: scram-sha-256 with a password (TCP and Unix socket alike) and TLS with
+/// a self-signed certificate made by `openssl` at start.
 public final class EmbeddedPostgres: Sendable {
+    /// How the cluster is set up.
+    public struct Options: Sendable, Hashable {
+        /// The superuser's password; every connection then authenticates with scram-sha-256. `nil`: trust.
+        public var password: String?
+        /// `ssl=on` with a self-signed certificate (needs `openssl` on the machine).
+        public var tls: Bool
+
+        public init(password: String? = nil, tls: Bool = false) {
+            self.password = password
+            self.tls = tls
+        }
+    }
+
     /// Why a cluster could not be started.
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public let description: String
@@ -22,17 +38,39 @@ public final class EmbeddedPostgres: Sendable {
     public let dataDirectory: String
     /// Where `initdb` and `pg_ctl` were found.
     public let binDirectory: String
+    /// How it was set up.
+    public let options: Options
     private let stopped = Locked(false)
 
-    /// A conninfo string for the superuser `postgres` (trust authentication).
-    public var conninfo: String { "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=10" }
-    /// The same as a URL.
+    /// A conninfo string for the superuser `postgres` over TCP (with the password, if the cluster has one;
+    /// TLS is used when the cluster offers it, libpq's default `sslmode=prefer`).
+    public var conninfo: String {
+        "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=10" + passwordParameter
+    }
+    /// A conninfo string for the superuser over the cluster's Unix socket.
+    public var unixSocketConninfo: String {
+        "host=\(dataDirectory) port=\(port) user=postgres dbname=postgres connect_timeout=10" + passwordParameter
+    }
+    /// The same as ``conninfo`` as a URL (without the password).
     public var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres" }
 
-    private init(port: Int, dataDirectory: String, binDirectory: String) {
+    private var passwordParameter: String { options.password.map { " password='\($0)'" } ?? "" }
+
+    private init(port: Int, dataDirectory: String, binDirectory: String, options: Options) {
         self.port = port
         self.dataDirectory = dataDirectory
         self.binDirectory = binDirectory
+        self.options = options
+    }
+
+    /// The server's command-line settings, the same for every start.
+    private var serverOptions: String {
+        var text = "-p \(port) -c listen_addresses=127.0.0.1 -k \(dataDirectory) -c fsync=off -c max_connections=300"
+        text += " -c synchronous_commit=off"
+        if options.tls {
+            text += " -c ssl=on -c ssl_cert_file=\(dataDirectory)/server.crt -c ssl_key_file=\(dataDirectory)/server.key"
+        }
+        return text
     }
 
     /// Finds the server binaries, or explains what to install.
@@ -56,7 +94,7 @@ public final class EmbeddedPostgres: Sendable {
     ///
     /// Cancellation: the steps run on the blocking pool; a cancelled caller resumes at once, and the cluster
     /// being set up is stopped and removed when its step finishes.
-    public static func start() async throws -> EmbeddedPostgres {
+    public static func start(_ options: Options = Options()) async throws -> EmbeddedPostgres {
         let bin = try findBinaries()
         // Whoever comes second stops the cluster: the job when the caller already gave up, or the cancel
         // hook when the job had already produced a cluster that the caller will never receive.
@@ -71,7 +109,7 @@ public final class EmbeddedPostgres: Sendable {
                 Thread.detachNewThread { orphan.stopBlocking() }
             }
         }) { () throws -> EmbeddedPostgres in
-            let server = try startBlocking(bin: bin)
+            let server = try startBlocking(bin: bin, options: options)
             let abandoned = handoff.withLock { state -> Bool in
                 if !state.abandoned { state.produced = server }
                 return state.abandoned
@@ -84,7 +122,7 @@ public final class EmbeddedPostgres: Sendable {
         }
     }
 
-    static func startBlocking(bin: String) throws -> EmbeddedPostgres {
+    static func startBlocking(bin: String, options: Options) throws -> EmbeddedPostgres {
         var template = Array("/tmp/resourcekit-pg-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure(description: "could not create a temporary directory") }
         let directory = String(cString: made)
@@ -97,11 +135,25 @@ public final class EmbeddedPostgres: Sendable {
         }
         let data = directory + "/data"
         let port = try freePort()
-        let server = EmbeddedPostgres(port: port, dataDirectory: directory, binDirectory: bin)
+        let server = EmbeddedPostgres(port: port, dataDirectory: directory, binDirectory: bin, options: options)
         do {
-            try run(bin + "/initdb", ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"], asRoot: asRoot, log: directory + "/initdb.log")
-            let options = "-p \(port) -c listen_addresses=127.0.0.1 -k \(directory) -c fsync=off -c max_connections=300 -c synchronous_commit=off"
-            try run(bin + "/pg_ctl", ["-D", data, "-l", directory + "/server.log", "-w", "-t", "60", "-o", options, "start"], asRoot: asRoot, log: directory + "/pg_ctl.log")
+            var initdb = ["-D", data, "-U", "postgres", "-E", "UTF8", "--no-sync"]
+            if let password = options.password {
+                let file = directory + "/pwfile"
+                try writeOwned(file, password + "\n", asRoot: asRoot)
+                initdb += ["-A", "scram-sha-256", "--pwfile", file]
+            } else {
+                initdb += ["-A", "trust"]
+            }
+            try run(bin + "/initdb", initdb, asRoot: asRoot, log: directory + "/initdb.log")
+            if options.tls {
+                try run("/usr/bin/openssl", [
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-keyout", directory + "/server.key", "-out", directory + "/server.crt",
+                ], asRoot: asRoot, log: directory + "/openssl.log")
+                chmod(directory + "/server.key", 0o600)
+            }
+            try run(bin + "/pg_ctl", ["-D", data, "-l", directory + "/server.log", "-w", "-t", "60", "-o", server.serverOptions, "start"], asRoot: asRoot, log: directory + "/pg_ctl.log")
         } catch {
             server.stopBlocking()
             throw error
@@ -134,10 +186,18 @@ public final class EmbeddedPostgres: Sendable {
         try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "immediate", "-w", "stop"], asRoot: getuid() == 0, log: nil)
     }
 
-    /// Starts a server stopped by ``killImmediately()`` again, on the same port.
+    /// Restarts the server on the same port (`pg_ctl restart -m fast`: every session is terminated), or
+    /// starts it again after ``killImmediately()``. Blocking.
     public func restart() throws {
-        let options = "-p \(port) -c listen_addresses=127.0.0.1 -k \(dataDirectory) -c fsync=off -c max_connections=300"
-        try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-l", dataDirectory + "/server.log", "-w", "-t", "60", "-o", options, "start"], asRoot: getuid() == 0, log: dataDirectory + "/pg_ctl-restart.log")
+        try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-l", dataDirectory + "/server.log", "-m", "fast", "-w", "-t", "60", "-o", serverOptions, "restart"], asRoot: getuid() == 0, log: dataDirectory + "/pg_ctl-restart.log")
+    }
+
+    /// Writes `text` to a new file readable by the server's OS user only.
+    private static func writeOwned(_ path: String, _ text: String, asRoot: Bool) throws {
+        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw Failure(description: "could not write a file in the cluster's directory")
+        }
+        if asRoot, let user = getpwnam("postgres") { chown(path, user.pointee.pw_uid, user.pointee.pw_gid) }
     }
 
     private static func run(_ executable: String, _ arguments: [String], asRoot: Bool, log: String?) throws {

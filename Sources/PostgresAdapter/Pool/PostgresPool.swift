@@ -239,8 +239,11 @@ extension PostgresConnection {
     func isAliveWhileIdle() -> Bool {
         let alive = state.withLock { state -> Bool in
             guard let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.needsCleanup else { return false }
+            // Read until nothing more is waiting: a termination message comes first, end of stream after it.
             var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
-            if poll(&entry, 1, 0) != 0 {
+            var looks = 0
+            while poll(&entry, 1, 0) != 0, looks < 16 {
+                looks += 1
                 if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD {
                     state.machine.lost()
                     return false

@@ -1,0 +1,187 @@
+@testable import PostgresAdapter
+import Testing
+
+/// The connection's rules as a pure value: no server, no I/O.
+@Suite struct ConnectionStateMachineTests {
+    private func sentQuery(_ machine: inout ConnectionStateMachine) -> UInt64 {
+        let step1 = machine.begin()
+        #expect(step1 == .ready)
+        return machine.sent()
+    }
+
+    @Test func aQueryRunsAndEndsWithoutCancel() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        #expect(machine.queryOnWire == id)
+        let step2 = machine.resultsEnded(id)
+        #expect(step2 == (ended: true, ourCancel: false))
+        machine.end()
+        let step3 = machine.begin()
+        #expect(step3 == .ready)
+    }
+
+    @Test func cancelBeforeSendSendsNothing() {
+        var machine = ConnectionStateMachine()
+        #expect(machine.cancelRequested(1) == .none)  // nothing on the wire yet
+        #expect(machine.cancelsInFlight == 0)
+    }
+
+    @Test func cancelDuringAQueryIsSentOnceAndItsErrorIsOurs() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        let step4 = machine.cancelRequested(id)
+        #expect(step4 == .send(id))
+        #expect(machine.cancelRequested(id) == .none)  // a second trigger while one is in flight
+        let step5 = machine.resultsEnded(id)
+        #expect(step5 == (ended: true, ourCancel: true))
+        machine.end()
+        // The next query must wait for the cancel's EOF, although ReadyForQuery was seen.
+        let step6 = machine.begin()
+        #expect(step6 == .cleanUpFirst)
+        let step7 = machine.nextCleanupStep()
+        #expect(step7 == .waitForCancels)
+        let step8 = machine.cancelFinished()
+        #expect(step8 == .cancelsSettled)
+        let step9 = machine.nextCleanupStep()
+        #expect(step9 == .done)
+    }
+
+    @Test func cancelAfterCompletionSendsNothing() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        _ = machine.resultsEnded(id)
+        let step10 = machine.cancelRequested(id)
+        #expect(step10 == .none)
+        machine.end()
+        let step11 = machine.begin()
+        #expect(step11 == .ready)
+    }
+
+    @Test func aLateCancelForAnOldQueryNeverTargetsTheNextOne() {
+        var machine = ConnectionStateMachine()
+        let first = sentQuery(&machine)
+        _ = machine.resultsEnded(first)
+        machine.end()
+        let second = sentQuery(&machine)
+        let step12 = machine.cancelRequested(first)
+        #expect(step12 == .none)
+        let step13 = machine.resultsEnded(second)
+        #expect(step13 == (ended: true, ourCancel: false))
+    }
+
+    @Test func aCallerThatLeavesLeavesADrainAndTheCancelGuard() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        let step14 = machine.cancelRequested(id)
+        #expect(step14 == .send(id))
+        machine.operationLeft(id)
+        machine.end()
+        #expect(machine.wire == .abandoned(id))
+        let step15 = machine.begin()
+        #expect(step15 == .cleanUpFirst)
+        let step16 = machine.nextCleanupStep()
+        #expect(step16 == .waitForCancels)
+        _ = machine.cancelFinished()
+        let step17 = machine.nextCleanupStep()
+        #expect(step17 == .drain(id))
+        let step18 = machine.resultsEnded(id)
+        #expect(step18.ended)
+        let step19 = machine.nextCleanupStep()
+        #expect(step19 == .done)
+        let step20 = machine.sent()
+        #expect(step20 == id + 1)
+    }
+
+    @Test func aResendIsAllowedOnlyAfterThePreviousCancelFinishedAndWhileTheQueryIsOnTheWire() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        let step21 = machine.cancelRequested(id)
+        #expect(step21 == .send(id))
+        #expect(!machine.mayResendCancel(id))
+        let step22 = machine.cancelRequested(id, resend: true)
+        #expect(step22 == .none)
+        _ = machine.cancelFinished()
+        #expect(machine.mayResendCancel(id))
+        let step23 = machine.cancelRequested(id, resend: true)
+        #expect(step23 == .send(id))
+        _ = machine.cancelFinished()
+        _ = machine.resultsEnded(id)
+        #expect(!machine.mayResendCancel(id))
+        let step24 = machine.cancelRequested(id, resend: true)
+        #expect(step24 == .none)
+    }
+
+    @Test func cancelWhileAPreviousCancelIsPendingWaitsForBoth() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        _ = machine.cancelRequested(id)
+        _ = machine.cancelFinished()
+        _ = machine.cancelRequested(id, resend: true)
+        #expect(machine.cancelsInFlight == 1)
+        machine.operationLeft(id)
+        machine.end()
+        let step25 = machine.begin()
+        #expect(step25 == .cleanUpFirst)
+        let step26 = machine.nextCleanupStep()
+        #expect(step26 == .waitForCancels)
+    }
+
+    @Test func rollbackComesAfterTheDrainAndOnlyOnce() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        machine.requireRollback()
+        machine.operationLeft(id)
+        machine.end()
+        let step27 = machine.begin()
+        #expect(step27 == .cleanUpFirst)
+        let step28 = machine.nextCleanupStep()
+        #expect(step28 == .drain(id))
+        _ = machine.resultsEnded(id)
+        let step29 = machine.nextCleanupStep()
+        #expect(step29 == .rollback)
+        let step30 = machine.nextCleanupStep()
+        #expect(step30 == .done)
+    }
+
+    @Test func busyAndBrokenAreRefused() {
+        var machine = ConnectionStateMachine()
+        let step31 = machine.begin()
+        #expect(step31 == .ready)
+        let step32 = machine.begin()
+        #expect(step32 == .refuseBusy)
+        machine.lost()
+        machine.end()
+        let step33 = machine.begin()
+        #expect(step33 == .refuseUnusable)
+        let step34 = machine.cancelRequested(1)
+        #expect(step34 == .none)
+        let step35 = machine.nextCleanupStep()
+        #expect(step35 == .unusable)
+    }
+
+    @Test func closeCancelsAQueryOnTheWireOnceAndIsIdempotent() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        let step36 = machine.close()
+        #expect(step36 == .cancelThenFinish(id))
+        let step37 = machine.close()
+        #expect(step37 == .alreadyClosed)
+        let step38 = machine.cancelRequested(id)
+        #expect(step38 == .none)
+        let step39 = machine.cancelFinished()
+        #expect(step39 == .cancelsSettled)
+        let step40 = machine.begin()
+        #expect(step40 == .refuseUnusable)
+    }
+
+    @Test func closeWithACancelAlreadyInFlightSettlesFirst() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        _ = machine.cancelRequested(id)
+        let step41 = machine.close()
+        #expect(step41 == .settleThenFinish)
+        var idle = ConnectionStateMachine()
+        let step42 = idle.close()
+        #expect(step42 == .finish)
+    }
+}

@@ -1,0 +1,122 @@
+@testable import PostgresAdapter
+import Testing
+
+/// The pool's decisions as a pure value: no server, no I/O.
+@Suite struct PoolStateMachineTests {
+    final class Connection {}
+    typealias Machine = PoolStateMachine<Connection, String>
+
+    @Test func opensUpToCapacityThenParks() {
+        var machine = Machine(capacity: 2)
+        guard case .open = machine.lease(id: 1, waiter: "a"), case .open = machine.lease(id: 2, waiter: "b") else {
+            Issue.record("expected two opens")
+            return
+        }
+        guard case .wait = machine.lease(id: 3, waiter: "c") else {
+            Issue.record("expected a park")
+            return
+        }
+        #expect(machine.total == 2)
+        #expect(machine.waiters.map(\.waiter) == ["c"])
+    }
+
+    @Test func aCleanReturnGoesToTheFirstWaiterElseIdle() {
+        var machine = Machine(capacity: 1)
+        _ = machine.lease(id: 1, waiter: "a")
+        _ = machine.lease(id: 2, waiter: "b")
+        let connection = Connection()
+        guard case .handOver(let handed, "b") = machine.release(connection, .clean) else {
+            Issue.record("expected a handover to b")
+            return
+        }
+        #expect(handed === connection)
+        guard case .keepIdle = machine.release(connection, .clean) else {
+            Issue.record("expected idle")
+            return
+        }
+        guard case .use(let reused) = machine.lease(id: 3, waiter: "c") else {
+            Issue.record("expected reuse")
+            return
+        }
+        #expect(reused === connection)
+    }
+
+    @Test func aDirtyReturnIsCleanedBeforeAnyoneSeesIt() {
+        var machine = Machine(capacity: 1)
+        _ = machine.lease(id: 1, waiter: "a")
+        _ = machine.lease(id: 2, waiter: "b")
+        let connection = Connection()
+        guard case .reset = machine.release(connection, .needsReset) else {
+            Issue.record("expected a reset")
+            return
+        }
+        #expect(machine.resetting == 1)
+        #expect(machine.waiters.count == 1)  // b still waits: it is not handed a dirty connection
+        guard case .handOver(_, "b") = machine.resetFinished(connection, clean: true) else {
+            Issue.record("expected the clean connection to go to b")
+            return
+        }
+        #expect(machine.resetting == 0)
+    }
+
+    @Test func aFailedResetFreesTheSlotForTheNextWaiter() {
+        var machine = Machine(capacity: 1)
+        _ = machine.lease(id: 1, waiter: "a")
+        _ = machine.lease(id: 2, waiter: "b")
+        let connection = Connection()
+        _ = machine.release(connection, .needsReset)
+        guard case .closeAndOpenFor(_, "b") = machine.resetFinished(connection, clean: false) else {
+            Issue.record("expected close, and b opens in the slot")
+            return
+        }
+        #expect(machine.total == 1)
+    }
+
+    @Test func aBrokenReturnWithNoWaiterFreesTheSlot() {
+        var machine = Machine(capacity: 1)
+        _ = machine.lease(id: 1, waiter: "a")
+        guard case .close = machine.release(Connection(), .broken) else {
+            Issue.record("expected close")
+            return
+        }
+        #expect(machine.total == 0)
+    }
+
+    @Test func aCancelledWaiterLeavesAndASlotGivenUpGoesOnOrIsFreed() {
+        var machine = Machine(capacity: 1)
+        _ = machine.lease(id: 1, waiter: "a")
+        _ = machine.lease(id: 2, waiter: "b")
+        _ = machine.lease(id: 3, waiter: "c")
+        let step1 = machine.cancel(id: 2)
+        #expect(step1)
+        let step2 = machine.cancel(id: 2)
+        #expect(!step2)
+        let step3 = machine.slotFreed()
+        #expect(step3 == "c")
+        #expect(machine.total == 1)
+        let step4 = machine.slotFreed()
+        #expect(step4 == nil)
+        #expect(machine.total == 0)
+    }
+
+    @Test func closeFailsWaitersReturnsIdleAndClosesWhatComesBack() {
+        var machine = Machine(capacity: 2)
+        _ = machine.lease(id: 1, waiter: "a")
+        _ = machine.lease(id: 2, waiter: "b")
+        let idle = Connection()
+        _ = machine.release(idle, .clean)
+        _ = machine.lease(id: 3, waiter: "c")  // takes the idle one
+        _ = machine.lease(id: 4, waiter: "d")  // parks
+        let (idles, waiters) = machine.close()
+        #expect(idles.isEmpty)
+        #expect(waiters == ["d"])
+        guard case .close = machine.release(idle, .clean) else {
+            Issue.record("expected close after shutdown")
+            return
+        }
+        guard case .fail = machine.lease(id: 5, waiter: "e") else {
+            Issue.record("expected fail after shutdown")
+            return
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import ResourceKit
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A long-running helper process for the production-shape tests (PgBouncer, a TCP balancer, a server in its
+/// own pid namespace): started with `posix_spawn` (signal mask and dispositions reset), output to a log file
+/// (never a pipe a daemon could inherit), stopped with a signal and reaped with `waitpid`.
+public final class BackgroundProcess: Sendable {
+    /// Why a helper could not be started or did not come up.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    public let pid: Int32
+    /// Where its stdout and stderr go.
+    public let logPath: String
+    private let reaped = Locked(false)
+
+    /// Starts `arguments[0]` (an absolute path).
+    public init(_ arguments: [String], logPath: String) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, environ)
+        guard status == 0 else { throw Failure(description: "could not start \(arguments[0]): errno \(status)") }
+        self.pid = pid
+        self.logPath = logPath
+    }
+
+    /// The process's log, for failure messages.
+    public var log: String {
+        (try? String(contentsOfFile: logPath, encoding: .utf8)).map { String($0.suffix(1500)) } ?? ""
+    }
+
+    /// `true` while the process has not exited (reaps it if it has).
+    public var isRunning: Bool {
+        if reaped.withLock({ $0 }) { return false }
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid {
+            reaped.withLock { $0 = true }
+            return false
+        }
+        return true
+    }
+
+    /// Sends `signal` and waits (on the blocking pool) until the process exited. Idempotent.
+    public func stop(signal: Int32 = 15 /* SIGTERM */) async {
+        let pid = pid
+        let first = reaped.withLock { reaped -> Bool in
+            defer { reaped = true }
+            return !reaped
+        }
+        guard first else { return }
+        kill(pid, signal)
+        do {
+            try await BlockingPool.shared.run {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            }
+        } catch {
+            // Cancelled: the process was signalled; it is reaped as a zombie of the test process at exit.
+        }
+    }
+
+    /// Sends `signal` without waiting (for exit handlers).
+    public func signalNow(_ signal: Int32) {
+        if !reaped.withLock({ $0 }) { kill(pid, signal) }
+    }
+
+    /// Waits until a TCP connection to 127.0.0.1:`port` succeeds (the helper is listening), up to `timeout`.
+    public func waitUntilListening(on port: Int, timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            guard isRunning else { throw Failure(description: "the helper exited: \(log)") }
+            if Self.canConnect(port: port) { return }
+            try await Task.sleep(for: .milliseconds(20))  // polling a port another process opens: no event exists
+        }
+        throw Failure(description: "the helper never listened on port \(port): \(log)")
+    }
+
+    static func canConnect(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    /// A port nobody listens on now (bound and released at once).
+    public static func freePort() -> Int {
+        let port = LoopbackPort()
+        return port.port
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real PgBouncer (Debian's `pgbouncer`) in front of one server, in transaction pooling mode, on a free
+/// loopback port, run as the `postgres` OS user (PgBouncer refuses root). Clients authenticate with trust;
+/// PgBouncer logs in to the server with the server's password.
+public final class PgBouncerProcess: Sendable {
+    public let port: Int
+    private let process: BackgroundProcess
+    private let directory: String
+
+    /// A conninfo for the superuser through PgBouncer.
+    public var conninfo: String { "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=10" }
+
+    /// Starts PgBouncer for the server at 127.0.0.1:`serverPort`.
+    public static func start(serverPort: Int, password: String?) async throws -> PgBouncerProcess {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/pgbouncer") else {
+            throw BackgroundProcess.Failure(description: "pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
+        }
+        let directory = try makeDirectory("resourcekit-pgbouncer")
+        let port = BackgroundProcess.freePort()
+        let serverPassword = password.map { " password=\($0)" } ?? ""
+        let ini = """
+            [databases]
+            postgres = host=127.0.0.1 port=\(serverPort) dbname=postgres user=postgres\(serverPassword)
+            [pgbouncer]
+            listen_addr = 127.0.0.1
+            listen_port = \(port)
+            unix_socket_dir =
+            auth_type = trust
+            auth_file = \(directory)/users.txt
+            pool_mode = transaction
+            max_client_conn = 500
+            default_pool_size = 20
+            ignore_startup_parameters = extra_float_digits
+            logfile = \(directory)/pgbouncer.log
+            pidfile = \(directory)/pgbouncer.pid
+            """
+        try ini.write(toFile: directory + "/pgbouncer.ini", atomically: true, encoding: .utf8)
+        try "\"postgres\" \"\"\n".write(toFile: directory + "/users.txt", atomically: true, encoding: .utf8)
+        try ownByPostgres(directory, files: ["pgbouncer.ini", "users.txt"])
+        let process = try BackgroundProcess(
+            asPostgresUser(["/usr/sbin/pgbouncer", directory + "/pgbouncer.ini"]),
+            logPath: directory + "/stdout.log"
+        )
+        let bouncer = PgBouncerProcess(port: port, process: process, directory: directory)
+        do {
+            try await process.waitUntilListening(on: port)
+        } catch {
+            await bouncer.stop()
+            throw error
+        }
+        return bouncer
+    }
+
+    private init(port: Int, process: BackgroundProcess, directory: String) {
+        self.port = port
+        self.process = process
+        self.directory = directory
+    }
+
+    /// Stops it without waiting (for exit handlers).
+    public func terminateNow() {
+        process.signalNow(SIGINT)
+    }
+
+    /// Stops PgBouncer and removes its directory.
+    public func stop() async {
+        await process.stop(signal: SIGINT)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// A new temporary directory, owned by the `postgres` OS user when running as root.
+func makeDirectory(_ prefix: String) throws -> String {
+    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw BackgroundProcess.Failure(description: "mkdtemp failed") }
+    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    _ = made
+    try ownByPostgres(directory, files: [])
+    return directory
+}
+
+/// Gives `directory` (and `files` in it) to the `postgres` OS user when running as root.
+func ownByPostgres(_ directory: String, files: [String]) throws {
+    guard getuid() == 0 else { return }
+    guard let user = getpwnam("postgres") else {
+        throw BackgroundProcess.Failure(description: "running as root, but there is no 'postgres' OS user")
+    }
+    for path in [directory] + files.map({ directory + "/" + $0 }) {
+        chown(path, user.pointee.pw_uid, user.pointee.pw_gid)
+    }
+}
+
+/// `arguments` run as the `postgres` OS user when running as root (`setpriv` execs: the pid is the program's).
+func asPostgresUser(_ arguments: [String]) -> [String] {
+    guard getuid() == 0 else { return arguments }
+    return ["/usr/bin/setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"] + arguments
+}

@@ -1,0 +1,84 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP balancer for the tests: each new connection goes to the next upstream in turn (round robin), as a
+/// cloud load balancer in front of several servers would. A python3 asyncio relay in another process, on a
+/// free loopback port.
+public final class RoundRobinProxy: Sendable {
+    private static let script = """
+        import asyncio, sys
+        listen_port = int(sys.argv[1])
+        upstreams = [int(p) for p in sys.argv[2:]]
+        turn = 0
+        async def relay(reader, writer):
+            try:
+                while True:
+                    data = await reader.read(65536)
+                    if not data:
+                        break
+                    writer.write(data)
+                    await writer.drain()
+            except Exception:
+                pass
+            finally:
+                try:
+                    writer.close()
+                except Exception:
+                    pass
+        async def accept(client_reader, client_writer):
+            global turn
+            port = upstreams[turn % len(upstreams)]
+            turn += 1
+            try:
+                server_reader, server_writer = await asyncio.open_connection("127.0.0.1", port)
+            except Exception:
+                client_writer.close()
+                return
+            await asyncio.gather(relay(client_reader, server_writer), relay(server_reader, client_writer))
+        async def main():
+            server = await asyncio.start_server(accept, "127.0.0.1", listen_port, backlog=512)
+            async with server:
+                await server.serve_forever()
+        asyncio.run(main())
+        """
+
+    public let port: Int
+    private let process: BackgroundProcess
+    private let directory: String
+
+    /// Starts the balancer in front of 127.0.0.1:`upstreams`.
+    public static func start(upstreams: [Int]) async throws -> RoundRobinProxy {
+        let directory = try makeDirectory("resourcekit-proxy")
+        let port = BackgroundProcess.freePort()
+        let process = try BackgroundProcess(
+            ["/usr/bin/env", "python3", "-c", script, String(port)] + upstreams.map(String.init),
+            logPath: directory + "/proxy.log"
+        )
+        let proxy = RoundRobinProxy(port: port, process: process, directory: directory)
+        do {
+            try await process.waitUntilListening(on: port)
+        } catch {
+            await proxy.stop()
+            throw error
+        }
+        return proxy
+    }
+
+    private init(port: Int, process: BackgroundProcess, directory: String) {
+        self.port = port
+        self.process = process
+        self.directory = directory
+    }
+
+    /// Stops it without waiting (for exit handlers).
+    public func terminateNow() {
+        process.signalNow(SIGKILL)
+    }
+
+    public func stop() async {
+        await process.stop(signal: SIGKILL)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
