@@ -1,0 +1,71 @@
+import Foundation
+import Glibc
+import ResourceKit
+import TestSupport
+import Testing
+
+/// What a host process sees of the Postgres adapter, checked on the real binary: nothing printed to stderr,
+/// and no host-name lookup on a cooperative thread.
+@Suite struct PostgresHygieneTests {
+    /// `RAISE WARNING` would be printed by libpq's default notice processor; with ours, stderr stays empty.
+    @Test func aServerWarningPrintsNothing() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let (status, process) = try await DemoProcess.run(["pg", "--sql", "DO $$ BEGIN RAISE WARNING 'x'; END $$", "--postgres", conninfo])
+        #expect(status == 0)
+        #expect(process.standardError.isEmpty, "stderr: \(process.standardError)")
+    }
+
+    /// An interposed `getaddrinfo` (LD_PRELOAD, compiled here with the machine's C compiler) logs the name of
+    /// the thread of every host-name lookup that can block (numeric lookups, `AI_NUMERICHOST`, cannot). With
+    /// `host=localhost`, every such lookup runs on a blocking-pool thread (`rk.blocking.N`), none on the
+    /// cooperative pool.
+    @Test func hostNamesAreResolvedOnTheBlockingPool() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        guard conninfo.contains("host=127.0.0.1") else { return }  // RESOURCEKIT_TEST_POSTGRES names its own host
+        let directory = NSTemporaryDirectory() + "rk-gai-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let source = directory + "/gai.c"
+        try Self.interposer.write(toFile: source, atomically: true, encoding: .utf8)
+        let compiled = try await BackgroundProcess.runToCompletion(
+            ["/usr/bin/cc", "-shared", "-fPIC", "-o", directory + "/gai.so", source, "-ldl", "-lpthread"],
+            logPath: directory + "/cc.log"
+        )
+        #expect(compiled == 0, "the interposer did not compile: \((try? String(contentsOfFile: directory + "/cc.log", encoding: .utf8)) ?? "")")
+        let log = directory + "/calls.log"
+        let process = try DemoProcess(
+            ["pg", "--sql", "SELECT 1", "--postgres", conninfo.replacingOccurrences(of: "host=127.0.0.1", with: "host=localhost")],
+            environment: ["LD_PRELOAD": directory + "/gai.so", "RK_GAI_LOG": log]
+        )
+        #expect(try await process.exitStatus() == 0, "stderr: \(process.standardError)")
+        let calls = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        #expect(calls.contains { $0.hasSuffix("\tlocalhost") }, "the interposer saw no lookup of localhost: \(calls)")
+        #expect(calls.allSatisfy { $0.hasPrefix("rk.blocking") }, "a blocking lookup ran off the blocking pool: \(calls)")
+    }
+
+    static let interposer = """
+        #define _GNU_SOURCE
+        #include <dlfcn.h>
+        #include <netdb.h>
+        #include <pthread.h>
+        #include <stdio.h>
+        #include <stdlib.h>
+
+        typedef int (*real_getaddrinfo)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+
+        int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
+            real_getaddrinfo real = (real_getaddrinfo)dlsym(RTLD_NEXT, "getaddrinfo");
+            if (node != NULL && !(hints != NULL && (hints->ai_flags & AI_NUMERICHOST))) {
+                char name[64] = "?";
+                pthread_getname_np(pthread_self(), name, sizeof name);
+                const char *path = getenv("RK_GAI_LOG");
+                FILE *log = path ? fopen(path, "a") : NULL;
+                if (log) {
+                    fprintf(log, "%s\\t%s\\n", name, node);
+                    fclose(log);
+                }
+            }
+            return real(node, service, hints, res);
+        }
+        """
+}
