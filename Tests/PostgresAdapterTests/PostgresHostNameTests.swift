@@ -101,12 +101,8 @@ import Testing
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             try await connection.execute("DO $$ BEGIN RAISE NOTICE 'secret payload'; END $$")
         }
-        var names: [String] = []
-        for await event in events {
-            if case .adapter(let name) = event.kind { names.append(name) }
-            if case .closed = event.kind { break }
-        }
-        #expect(names.contains("postgres.notice.NOTICE"))
+        let seen = await collectEvents(events) { $0.contains { if case .adapter("postgres.notice.NOTICE") = $0.kind { true } else { false } } }
+        #expect(seen.contains { if case .adapter("postgres.notice.NOTICE") = $0.kind { true } else { false } })
     }
 }
 

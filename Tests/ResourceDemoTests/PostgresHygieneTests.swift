@@ -43,6 +43,19 @@ import Testing
         #expect(calls.allSatisfy { $0.hasPrefix("rk.blocking") }, "a blocking lookup ran off the blocking pool: \(calls)")
     }
 
+    /// Behind PgBouncer the pid libpq holds is the pooler's key: the demo claims no server-side confirmation
+    /// it cannot observe, and says why.
+    @Test func behindAPoolerTheDemoSaysTheBackendIsNotObservable() async throws {
+        let shapes = try await ProductionShapes.shared()
+        let (status, process) = try await DemoProcess.run(["pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "200ms", "--postgres", shapes.conninfo(.pgbouncer)])
+        #expect(status == 0, "stderr: \(process.standardError)")
+        #expect(process.standardOutput.contains("not observable"), "stdout: \(process.standardOutput)")
+        let (jsonStatus, json) = try await DemoProcess.run(["pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "200ms", "--postgres", shapes.conninfo(.pgbouncer), "--json"])
+        #expect(jsonStatus == 0)
+        #expect(json.jsonLines.first?["backend_pid"] == nil)
+        #expect(json.jsonLines.first?["backend_state"] == nil)
+    }
+
     static let interposer = """
         #define _GNU_SOURCE
         #include <dlfcn.h>

@@ -17,3 +17,35 @@ public func waitUntil(
         await Task.yield()
     }
 }
+
+/// Reads `events` until `done` holds for what was read, or `timeout` passes (then returns what it read): a
+/// bounded loop over an event stream, which fails an assertion instead of hanging.
+public func collectEvents<Element: Sendable>(
+    _ events: AsyncStream<Element>,
+    timeout: Duration = .seconds(10),
+    until done: @escaping @Sendable ([Element]) -> Bool
+) async -> [Element] {
+    await withTaskGroup(of: [Element]?.self) { group in
+        group.addTask {
+            var seen: [Element] = []
+            for await event in events {
+                seen.append(event)
+                if done(seen) { break }
+            }
+            return seen
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)  // the bound itself: a cancelled sleep just ends the race
+            return nil
+        }
+        var result: [Element] = []
+        for await outcome in group {
+            if let outcome {
+                result = outcome
+                break
+            }
+        }
+        group.cancelAll()
+        return result
+    }
+}

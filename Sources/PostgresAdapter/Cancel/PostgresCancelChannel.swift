@@ -129,24 +129,29 @@ public final class PostgresCancelChannel: Sendable {
         } catch {
             made = nil
         }
-        let leftover = state.withLock { state -> PostgresConnection? in
+        // What to close: the dead control connection this one replaces, or this one if it is of no use.
+        let (leftover, replaced) = state.withLock { state -> (PostgresConnection?, PostgresConnection?) in
             state.reconnecting = false
-            guard let made, !state.closed else { return made }
-            if let server = made.backendIdentity?.server {
-                state.control = made
-                state.server = server
-                state.backoff = .milliseconds(100)
-                return nil
+            var verified = false
+            defer {
+                if !verified {
+                    state.nextReconnect = .now + state.backoff
+                    state.backoff = min(state.backoff * 2, .seconds(5))
+                }
             }
-            return made  // unverified (a pooler): useless as a control connection
-        }
-        if made == nil || leftover != nil {
-            state.withLock { state in
-                state.nextReconnect = .now + state.backoff
-                state.backoff = min(state.backoff * 2, .seconds(5))
+            guard let made, !state.closed else { return (made, nil) }
+            guard let server = made.backendIdentity?.server else {
+                return (made, nil)  // unverified (a pooler): useless as a control connection
             }
+            verified = true
+            let replaced = state.control
+            state.control = made
+            state.server = server
+            state.backoff = .milliseconds(100)
+            return (nil, replaced)
         }
         await leftover?.handle?.close()
+        await replaced?.handle?.close()
     }
 
     /// Opens the control connection now if there is none and the channel can reconnect (a pool calls it when

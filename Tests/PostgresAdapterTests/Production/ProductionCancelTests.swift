@@ -108,6 +108,7 @@ import Testing
         try await withResourceScope("control", registry: registry) { scope in
             let activity = try await ServerActivity(servers: shapes.servers(behind: .scramTCP), in: scope)
             let observer = try await PostgresConnection.connect(shapes.servers(behind: .scramTCP)[0], in: scope)
+            let events = registry.events()
             let pool = try PostgresPool(conninfo: conninfo, maxConnections: 2, registry: registry)
             _ = try await pool.withConnection { try await $0.query("SELECT 1") }
             let control = try #require(pool.cancelChannel?.controlBackend)
@@ -127,6 +128,13 @@ import Testing
             }
             print("control terminated, then 20 cancels: \(paths.joined(separator: " ")); \(pool.cancelStatistics.snapshot)")
             #expect(paths.last == "fast", "the control connection was never reopened")
+            // The same facts reach the registry's event stream.
+            let expected: Set<String> = ["postgres.cancel.fastPath", "postgres.cancel.fastPathFellBack", "postgres.cancel.request"]
+            let names = { @Sendable (events: [ResourceEvent]) -> Set<String> in
+                Set(events.compactMap { if case .adapter(let name) = $0.kind { name } else { nil } })
+            }
+            let seen = await collectEvents(events) { names($0).isSuperset(of: expected) }
+            #expect(names(seen).isSuperset(of: expected), "registry events: \(names(seen))")
             #expect(pool.cancelChannel?.controlBackend?.pid != control.pid)
             await pool.shutdown()
         }
