@@ -203,7 +203,11 @@ import Testing
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(try await TestDatabase.waitUntilNotActive(try #require(connection.backendPID), observer: observer) != nil)
+            try await waitUntil("the fast path's outcome") {
+                connection.cancelStatistics.snapshot.fastPath + connection.cancelStatistics.snapshot.cancelRequests > 0
+            }
             #expect(connection.cancelStatistics.snapshot.fastPath == 1)
+            #expect(connection.cancelStatistics.snapshot.cancelRequests == 0)
             // Late cancels through the fast path never hit a follow-up query.
             var stray = 0
             for _ in 0..<300 {
