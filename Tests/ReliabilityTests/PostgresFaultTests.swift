@@ -49,6 +49,43 @@ import Testing
         await server.stop()
     }
 
+    /// Issue #11, point 5: behind a pool, the next caller never pays for someone else's cancel. A lessee's
+    /// query is cancelled while its backend is frozen (the cancel cannot take effect); the next lessee is not
+    /// handed that connection (the pool cleans it in its own background work, and discards it when the bound
+    /// passes) and its query succeeds at once on another connection.
+    @Test func theNextLesseeNeverInheritsAStuckCancel() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        let pool = try PostgresPool(conninfo: conninfo, maxConnections: 2, registry: registry, cancelFastPath: false)
+        let frozen = Locked<Int32?>(nil)
+        try await withResourceScope("inherit", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let task = Task {
+                try await pool.withConnection { connection in
+                    frozen.withLock { $0 = connection.backendPID }
+                    return try await connection.execute("SELECT pg_sleep(20)")
+                }
+            }
+            try await waitUntil("the lessee's backend is known") { frozen.withLock { $0 } != nil }
+            let pid = try #require(frozen.withLock { $0 })
+            try await TestDatabase.waitUntilActive(pid, observer: observer)
+            #expect(kill(pid, SIGSTOP) == 0)
+            defer { kill(pid, SIGCONT) }
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            let started = ContinuousClock.now
+            let (one, used) = try await pool.withConnection { connection in
+                (try await connection.query("SELECT 1").first?.decode(Int.self, at: 0), connection.backendPID)
+            }
+            #expect(one == 1)
+            #expect(used != pid, "the next lessee was handed the connection whose cancel is stuck")
+            #expect(ContinuousClock.now - started < TimingBound.singleShot, "the next lessee waited for someone else's cancel")
+            kill(pid, SIGCONT)
+        }
+        await pool.shutdown()
+        #expect(registry.liveCount == 0)
+    }
+
     /// The task cancelled while the server cannot act returns promptly (`TimingBound.singleShot`); the connection's next operation
     /// gives up after `cancelTimeout` (500 ms in these tests) with a connection error, and the connection is
     /// discarded.
