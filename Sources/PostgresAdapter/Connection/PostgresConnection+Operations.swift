@@ -177,9 +177,38 @@ extension PostgresConnection {
         case ended(ourCancel: Bool)
     }
 
-    /// The one collect loop (queries, streams, drains): hands every result of query `id` to `consume` until
-    /// ReadyForQuery, or until `consume` returns `true`. Reads the socket only when libpq has nothing complete
-    /// buffered; parks on the reactor when there is nothing to read.
+    enum PumpStep {
+        case finished(ResultsEnd)
+        /// Nothing complete is buffered: wait until this socket is readable.
+        case wait(Int32)
+    }
+
+    /// One look without waiting: hands every complete result of query `id` to `consume` until ReadyForQuery,
+    /// until `consume` returns `true`, or until libpq needs more input. Reads the socket only when libpq has
+    /// nothing complete buffered (one system call per buffer-full of rows, not one per row).
+    func pump(_ id: QueryID, consume: (OpaquePointer) -> Bool) throws -> PumpStep {
+        let step = try state.withLock { state -> PumpStep in
+            guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+            if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
+                state.machine.lost()
+                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                throw PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
+            }
+            while PQisBusy(conn) == 0 {
+                guard let result = PQgetResult(conn) else {
+                    return .finished(.ended(ourCancel: state.machine.resultsEnded(id).ourCancel))
+                }
+                defer { PQclear(result) }
+                if consume(result) { return .finished(.paused) }
+            }
+            return .wait(state.socket)
+        }
+        notices.deliver(reportingTo: handle)
+        return step
+    }
+
+    /// The one collect loop (queries, streams, drains): ``pump(_:consume:)`` until it finishes, parking on the
+    /// reactor whenever there is nothing to read.
     ///
     /// - Parameter bindToCaller: waits end when the resource is cancelled (the caller's operation). A drain
     ///   is bounded by `deadline` instead.
@@ -191,29 +220,9 @@ extension PostgresConnection {
     ) async throws -> ResultsEnd {
         var spunOnce = false
         while true {
-            enum Step { case paused, ended(Bool), wait(Int32) }
-            let step = try state.withLock { state -> Step in
-                guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
-                if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
-                    state.machine.lost()
-                    let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
-                    throw PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
-                }
-                while PQisBusy(conn) == 0 {
-                    guard let result = PQgetResult(conn) else {
-                        return .ended(state.machine.resultsEnded(id).ourCancel)
-                    }
-                    defer { PQclear(result) }
-                    if consume(result) { return .paused }
-                }
-                return .wait(state.socket)
-            }
-            notices.deliver(reportingTo: handle)
-            switch step {
-            case .paused:
-                return .paused
-            case .ended(let ourCancel):
-                return .ended(ourCancel: ourCancel)
+            switch try pump(id, consume: consume) {
+            case .finished(let end):
+                return end
             case .wait(let socket):
                 // A local server usually answers within a few tens of microseconds: look again for a short,
                 // bounded while before parking on the reactor (which costs two thread wake-ups).

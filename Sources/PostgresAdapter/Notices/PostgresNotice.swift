@@ -56,13 +56,16 @@ final class NoticeSink: Sendable {
         pending.withLock { $0.append(notice) }
     }
 
-    /// Delivers what arrived; call it with no lock held.
-    func deliver(reportingTo handle: ResourceHandle?) {
+    /// Delivers what arrived; call it with no lock held. `handle` is read only when there is something to
+    /// deliver (this runs once per result on the hot path).
+    func deliver(reportingTo handle: @autoclosure () -> ResourceHandle?) {
         let notices = pending.withLock { pending -> [PostgresNotice] in
             if pending.isEmpty { return [] }
             defer { pending = [] }
             return pending
         }
+        if notices.isEmpty { return }
+        let handle = handle()
         for notice in notices {
             if let handler {
                 handler(notice)

@@ -82,43 +82,30 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
             abandon()
             throw connection.handle?.cancellationReason?.error ?? CancellationError()
         }
-        let cached = state.withLock { $0.columns }
-        var row: PostgresRow?
-        var failure: PostgresError?
-        var unsupported = false
+        var taker = RowTaker(cached: state.withLock { $0.columns })
         let end: PostgresConnection.ResultsEnd
         do {
-            end = try await connection.whileOnWire(id) {
-                try await connection.awaitResults(id, deadline: nil, bindToCaller: true) { result in
-                    switch PQresultStatus(result) {
-                    case PGRES_SINGLE_TUPLE:
-                        row = PostgresRow.row(0, of: result, columns: cached ?? PostgresRow.columns(of: result))
-                        return true
-                    case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
-                        return false
-                    case PGRES_FATAL_ERROR:
-                        failure = failure ?? PostgresError.server(result)
-                        return false
-                    default:
-                        unsupported = true
-                        return true
-                    }
-                }
+            // A row already buffered costs no wait and no cancellation handler; only a wait needs them.
+            switch try connection.pump(id, consume: { taker.take($0) }) {
+            case .finished(let finished):
+                end = finished
+            case .wait:
+                (end, taker) = try await waitForResults(taker)
             }
         } catch {
             abandon()
             throw error
         }
-        if let failure { state.withLock { if $0.failure == nil { $0.failure = failure } } }
+        if let failure = taker.failure { state.withLock { if $0.failure == nil { $0.failure = failure } } }
         switch end {
         case .paused:
-            if unsupported {
+            if taker.unsupported {
                 connection.markBroken()
                 if finish() { connection.end() }
                 throw PostgresError(.invalidQuery, "unexpected result in a stream")
             }
-            if let row, cached == nil { state.withLock { $0.columns = row.columns } }
-            return row
+            if taker.cached == nil, let columns = taker.row?.columns { state.withLock { $0.columns = columns } }
+            return taker.row
         case .ended(let ourCancel):
             guard finish() else { return nil }
             connection.end()
@@ -129,6 +116,45 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
                 throw failure
             }
             return nil
+        }
+    }
+
+    /// The slow path: nothing is buffered, so wait (inside the query's cancellation handler).
+    private func waitForResults(_ start: RowTaker) async throws -> (PostgresConnection.ResultsEnd, RowTaker) {
+        var taker = start
+        let end = try await connection.whileOnWire(id) {
+            try await connection.awaitResults(id, deadline: nil, bindToCaller: true, consume: { taker.take($0) })
+        }
+        return (end, taker)
+    }
+}
+
+/// What one `nextRow` took from libpq's results: the row, a server error, or a result kind streams do not
+/// offer.
+private struct RowTaker {
+    let cached: PostgresColumns?
+    var row: PostgresRow?
+    var failure: PostgresError?
+    var unsupported = false
+
+    init(cached: PostgresColumns?) {
+        self.cached = cached
+    }
+
+    /// Returns `true` to stop after this result (a row was taken, or the stream cannot go on).
+    mutating func take(_ result: OpaquePointer) -> Bool {
+        switch PQresultStatus(result) {
+        case PGRES_SINGLE_TUPLE:
+            row = PostgresRow.row(0, of: result, columns: cached ?? PostgresRow.columns(of: result))
+            return true
+        case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+            return false
+        case PGRES_FATAL_ERROR:
+            failure = failure ?? PostgresError.server(result)
+            return false
+        default:
+            unsupported = true
+            return true
         }
     }
 }

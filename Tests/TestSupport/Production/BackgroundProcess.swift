@@ -114,3 +114,43 @@ public final class BackgroundProcess: Sendable {
         return port.port
     }
 }
+
+/// A helper process that listens on a loopback port, with the directory that holds its files: started and
+/// awaited until it listens (stopped again if it never does), stopped with its own signal, directory removed.
+public final class BackgroundService: Sendable {
+    public let port: Int
+    public let directory: String
+    let process: BackgroundProcess
+    private let stopSignal: Int32
+
+    /// Starts `arguments` (logging to `directory/<log>`) and waits until it listens on `port`.
+    public static func start(_ arguments: [String], directory: String, log: String, port: Int, stopSignal: Int32) async throws -> BackgroundService {
+        let process = try BackgroundProcess(arguments, logPath: directory + "/" + log)
+        let service = BackgroundService(port: port, directory: directory, process: process, stopSignal: stopSignal)
+        do {
+            try await process.waitUntilListening(on: port)
+        } catch {
+            await service.stop()
+            throw error
+        }
+        return service
+    }
+
+    private init(port: Int, directory: String, process: BackgroundProcess, stopSignal: Int32) {
+        self.port = port
+        self.directory = directory
+        self.process = process
+        self.stopSignal = stopSignal
+    }
+
+    /// Signals it without waiting (for exit handlers).
+    public func terminateNow() {
+        process.signalNow(stopSignal)
+    }
+
+    /// Stops it, waits for it, removes its directory.
+    public func stop() async {
+        await process.stop(signal: stopSignal)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}

@@ -9,9 +9,9 @@ import Glibc
 /// container. Two of them hand out the *same* backend pids, which is what makes a pid alone ambiguous behind a
 /// balancer. Trust authentication, autovacuum off (so no worker takes a pid at random).
 public final class NamespacedPostgres: Sendable {
-    public let port: Int
-    private let directory: String
-    private let process: BackgroundProcess
+    private let service: BackgroundService
+
+    public var port: Int { service.port }
 
     /// A conninfo straight to this server.
     public var conninfo: String { "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=10" }
@@ -28,16 +28,15 @@ public final class NamespacedPostgres: Sendable {
             throw BackgroundProcess.Failure(description: "initdb failed: \((try? String(contentsOfFile: directory + "/initdb.log", encoding: .utf8)) ?? "")")
         }
         let port = BackgroundProcess.freePort()
-        let process = try BackgroundProcess(
+        let service = try await BackgroundService.start(
             ["/usr/bin/unshare", "--pid", "--fork", "--kill-child=SIGQUIT"] + asPostgresUser([
                 bin + "/postgres", "-D", data, "-p", String(port), "-k", directory, "-c", "listen_addresses=127.0.0.1",
                 "-c", "autovacuum=off", "-c", "fsync=off", "-c", "max_connections=100",
             ]),
-            logPath: directory + "/server.log"
+            directory: directory, log: "server.log", port: port, stopSignal: SIGTERM
         )
-        let server = NamespacedPostgres(port: port, directory: directory, process: process)
+        let server = NamespacedPostgres(service: service)
         do {
-            try await process.waitUntilListening(on: port)
             try await server.waitUntilAcceptingQueries()
         } catch {
             await server.stop()
@@ -46,10 +45,8 @@ public final class NamespacedPostgres: Sendable {
         return server
     }
 
-    private init(port: Int, directory: String, process: BackgroundProcess) {
-        self.port = port
-        self.directory = directory
-        self.process = process
+    private init(service: BackgroundService) {
+        self.service = service
     }
 
     /// The postmaster listens before it accepts sessions (startup): wait for a real query.
@@ -69,7 +66,8 @@ public final class NamespacedPostgres: Sendable {
 
     /// The postmaster's pid as seen from outside its namespace.
     private var postmasterPID: Int32? {
-        let children = (try? String(contentsOfFile: "/proc/\(process.pid)/task/\(process.pid)/children", encoding: .utf8)) ?? ""
+        let pid = service.process.pid
+        let children = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
         return children.split(separator: " ").first.flatMap { Int32($0) }
     }
 
@@ -82,8 +80,7 @@ public final class NamespacedPostgres: Sendable {
     /// child), then the directory is removed.
     public func stop() async {
         if let postmaster = postmasterPID { kill(postmaster, SIGINT) }
-        await process.stop(signal: SIGTERM)
-        try? FileManager.default.removeItem(atPath: directory)
+        await service.stop()
     }
 }
 

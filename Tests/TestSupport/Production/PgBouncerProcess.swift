@@ -7,9 +7,9 @@ import Glibc
 /// loopback port, run as the `postgres` OS user (PgBouncer refuses root). Clients authenticate with trust;
 /// PgBouncer logs in to the server with the server's password.
 public final class PgBouncerProcess: Sendable {
-    public let port: Int
-    private let process: BackgroundProcess
-    private let directory: String
+    private let service: BackgroundService
+
+    public var port: Int { service.port }
 
     /// A conninfo for the superuser through PgBouncer.
     public var conninfo: String { "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=10" }
@@ -41,35 +41,24 @@ public final class PgBouncerProcess: Sendable {
         try ini.write(toFile: directory + "/pgbouncer.ini", atomically: true, encoding: .utf8)
         try "\"postgres\" \"\"\n".write(toFile: directory + "/users.txt", atomically: true, encoding: .utf8)
         try ownByPostgres(directory, files: ["pgbouncer.ini", "users.txt"])
-        let process = try BackgroundProcess(
+        return PgBouncerProcess(service: try await BackgroundService.start(
             asPostgresUser(["/usr/sbin/pgbouncer", directory + "/pgbouncer.ini"]),
-            logPath: directory + "/stdout.log"
-        )
-        let bouncer = PgBouncerProcess(port: port, process: process, directory: directory)
-        do {
-            try await process.waitUntilListening(on: port)
-        } catch {
-            await bouncer.stop()
-            throw error
-        }
-        return bouncer
+            directory: directory, log: "stdout.log", port: port, stopSignal: SIGINT
+        ))
     }
 
-    private init(port: Int, process: BackgroundProcess, directory: String) {
-        self.port = port
-        self.process = process
-        self.directory = directory
+    private init(service: BackgroundService) {
+        self.service = service
     }
 
     /// Stops it without waiting (for exit handlers).
     public func terminateNow() {
-        process.signalNow(SIGINT)
+        service.terminateNow()
     }
 
     /// Stops PgBouncer and removes its directory.
     public func stop() async {
-        await process.stop(signal: SIGINT)
-        try? FileManager.default.removeItem(atPath: directory)
+        await service.stop()
     }
 }
 

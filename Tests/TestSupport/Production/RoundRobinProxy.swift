@@ -44,41 +44,30 @@ public final class RoundRobinProxy: Sendable {
         asyncio.run(main())
         """
 
-    public let port: Int
-    private let process: BackgroundProcess
-    private let directory: String
+    private let service: BackgroundService
+
+    public var port: Int { service.port }
 
     /// Starts the balancer in front of 127.0.0.1:`upstreams`.
     public static func start(upstreams: [Int]) async throws -> RoundRobinProxy {
         let directory = try makeDirectory("resourcekit-proxy")
         let port = BackgroundProcess.freePort()
-        let process = try BackgroundProcess(
+        return RoundRobinProxy(service: try await BackgroundService.start(
             ["/usr/bin/env", "python3", "-c", script, String(port)] + upstreams.map(String.init),
-            logPath: directory + "/proxy.log"
-        )
-        let proxy = RoundRobinProxy(port: port, process: process, directory: directory)
-        do {
-            try await process.waitUntilListening(on: port)
-        } catch {
-            await proxy.stop()
-            throw error
-        }
-        return proxy
+            directory: directory, log: "proxy.log", port: port, stopSignal: SIGKILL
+        ))
     }
 
-    private init(port: Int, process: BackgroundProcess, directory: String) {
-        self.port = port
-        self.process = process
-        self.directory = directory
+    private init(service: BackgroundService) {
+        self.service = service
     }
 
     /// Stops it without waiting (for exit handlers).
     public func terminateNow() {
-        process.signalNow(SIGKILL)
+        service.terminateNow()
     }
 
     public func stop() async {
-        await process.stop(signal: SIGKILL)
-        try? FileManager.default.removeItem(atPath: directory)
+        await service.stop()
     }
 }
