@@ -1,3 +1,4 @@
+import Foundation
 @testable import PostgresAdapter
 import ResourceKit
 import TestSupport
@@ -219,6 +220,29 @@ import Testing
             }
             #expect(stray == 0)
             #expect(connection.cancelStatistics.snapshot.fastPath > 1)
+        }
+    }
+
+    /// A control connection whose role may not cancel the target (no `pg_signal_backend`, another role):
+    /// the fast path does not deliver, and the *same* cancel goes out as a cancel request at once.
+    @Test func aFastPathWithoutPrivilegeFallsBackForThatSameCancel() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("weak", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            try await observer.execute("DO $$ BEGIN CREATE ROLE rk_weak LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+            let weak = try await PostgresConnection.connect(conninfo.replacingOccurrences(of: "user=postgres", with: "user=rk_weak"), in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            connection.useCancelChannel(PostgresCancelChannel(control: weak))
+            let pid = try #require(connection.backendPID)
+            let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
+            try await TestDatabase.waitUntilActive(pid, observer: observer)
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil, "the cancel was lost")
+            try await waitUntil("the fallback") { connection.cancelStatistics.snapshot.cancelRequests > 0 }
+            let statistics = connection.cancelStatistics.snapshot
+            #expect(statistics.fastPath == 0 && statistics.fastPathFellBack == 1 && statistics.cancelRequests == 1, "\(statistics)")
+            #expect(try await connection.query("SELECT 1").count == 1)
         }
     }
 
