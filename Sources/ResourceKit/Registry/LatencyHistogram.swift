@@ -12,6 +12,8 @@ public struct LatencyHistogram: Sendable, Hashable {
     public private(set) var min: Duration?
     /// The largest sample.
     public private(set) var max: Duration?
+    /// The sum of all samples (for a Prometheus histogram's `_sum`).
+    public private(set) var sum: Duration = .zero
 
     /// An empty histogram.
     public init() {
@@ -48,6 +50,7 @@ public struct LatencyHistogram: Sendable, Hashable {
         let ns = Self.nanoseconds(duration)
         buckets[Self.bucketIndex(nanoseconds: ns)] += 1
         count += 1
+        sum += duration
         if min.map({ duration < $0 }) ?? true { min = duration }
         if max.map({ duration > $0 }) ?? true { max = duration }
     }
@@ -66,6 +69,19 @@ public struct LatencyHistogram: Sendable, Hashable {
             }
         }
         return max
+    }
+
+    /// The number of samples known to be at most `bound`: the samples of every bucket whose upper bound is at
+    /// most `bound` (a Prometheus `le` bucket; a bucket that straddles `bound` counts in the next one).
+    /// Non-decreasing in `bound`, and equal to ``count`` once `bound` is at least the largest sample's bucket.
+    public func count(atMost bound: Duration) -> UInt64 {
+        let limit = Self.nanoseconds(bound)
+        var total: UInt64 = 0
+        for (index, n) in buckets.enumerated() where n > 0 {
+            guard Self.upperBound(ofBucket: index) <= limit else { break }
+            total += n
+        }
+        return total
     }
 
     /// The median.

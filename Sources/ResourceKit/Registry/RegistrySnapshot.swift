@@ -20,6 +20,12 @@ public struct RegistrySnapshot: Sendable {
         public var closeTimedOut: UInt64 = 0
         /// Leaks of any reason.
         public var leaked: UInt64 = 0
+        /// Leaks by reason (they add up to ``leaked``).
+        public var leakedByReason: [LeakReason: UInt64] = [:]
+        /// Adapter-reported events by name (``ResourceHandle/report(_:)``), e.g. which path each Postgres cancel
+        /// took. Operation-level cancellations (a query's task cancelled on a connection that lives on) show
+        /// here, not in ``cancelled``.
+        public var adapterEvents: [String: UInt64] = [:]
         /// Cancel requested to operation resumed.
         public var cancellationLatency = LatencyHistogram()
         public init() {}

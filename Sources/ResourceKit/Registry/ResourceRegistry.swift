@@ -25,9 +25,23 @@ public final class ResourceRegistry: Sendable {
 
     private let state = Locked(State())
     private let broadcast = Broadcast<ResourceEvent>()
+    private let sink = Locked<(any ResourceEventSink)?>(nil)
 
     /// Creates an empty registry.
     public init() {}
+
+    /// Creates an empty registry that hands every lifecycle event to `sink`.
+    public convenience init(sink: any ResourceEventSink) {
+        self.init()
+        self.sink.withLock { $0 = sink }
+    }
+
+    /// The sink that receives every lifecycle event (for a logging or metrics backend), or `nil` (the default:
+    /// events only reach ``events(bufferingNewest:)`` subscribers). Settable at any time, from any thread.
+    public var eventSink: (any ResourceEventSink)? {
+        get { sink.withLock { $0 } }
+        set { sink.withLock { $0 = newValue } }
+    }
 
     // MARK: plugin table
 
@@ -130,7 +144,10 @@ public final class ResourceRegistry: Sendable {
             counters.closed += 1
             switch outcome {
             case .failed: counters.failed += 1
-            case .timedOut: counters.closeTimedOut += 1; counters.leaked += 1
+            case .timedOut:
+                counters.closeTimedOut += 1
+                counters.leaked += 1
+                counters.leakedByReason[.closeTimedOut, default: 0] += 1
             case .closed, .alreadyClosed: break
             }
             state.counters[handle.kind.name] = counters
@@ -158,6 +175,7 @@ public final class ResourceRegistry: Sendable {
                 state.byObject.removeValue(forKey: entry.object)
             }
             state.counters[info.kind, default: .init()].leaked += 1
+            state.counters[info.kind, default: .init()].leakedByReason[reason, default: 0] += 1
         }
         publish(ResourceEvent(resource: info, kind: .leaked(reason), at: .now))
     }
@@ -165,11 +183,15 @@ public final class ResourceRegistry: Sendable {
     /// Work that was cancelled and did not stop within its owner's watchdog: counted as leaked and
     /// reported, but kept live (it is still running and still holds what it holds).
     func didNotStop(_ handle: ResourceHandle) {
-        state.withLock { $0.counters[handle.kind.name, default: .init()].leaked += 1 }
+        state.withLock { state in
+            state.counters[handle.kind.name, default: .init()].leaked += 1
+            state.counters[handle.kind.name, default: .init()].leakedByReason[.didNotStopAfterCancel, default: 0] += 1
+        }
         publish(ResourceEvent(resource: handle.info, kind: .leaked(.didNotStopAfterCancel), at: .now))
     }
 
     func didReport(_ handle: ResourceHandle, _ name: String) {
+        state.withLock { $0.counters[handle.kind.name, default: .init()].adapterEvents[name, default: 0] += 1 }
         publish(ResourceEvent(resource: handle.info, kind: .adapter(name), at: .now))
     }
 
@@ -179,5 +201,7 @@ public final class ResourceRegistry: Sendable {
 
     private func publish(_ event: ResourceEvent) {
         broadcast.yield(event)
+        // Called with no registry lock held: a sink may take its own locks, log, or count.
+        sink.withLock { $0 }?.receive(event)
     }
 }

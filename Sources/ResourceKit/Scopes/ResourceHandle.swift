@@ -106,8 +106,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     }
 
     /// Publishes an adapter-defined event for this resource (``ResourceEvent/Kind/adapter(_:)``) to the
-    /// registry's event stream. `name` must hold no user data (no queries, paths or credentials): it is a
-    /// fixed word such as `postgres.cancel.request`. Non-blocking, any thread.
+    /// registry's event stream and counts it per kind and name (``RegistrySnapshot/KindCounters/adapterEvents``,
+    /// exported as `resourcekit_adapter_events_total`). `name` must hold no user data (no queries, paths or
+    /// credentials) and come from a small fixed set: it is a word such as `postgres.cancel.request`.
+    /// Non-blocking, any thread.
     public func report(_ name: String) {
         registry.didReport(self, name)
     }

@@ -15,7 +15,7 @@ enum HelpText {
       resource-demo socket --connect HOST:PORT [--cancel-after DURATION] [--json]
       resource-demo file   --path PATH [--cancel-after DURATION] [--json]
       resource-demo latest [--ids a,ab,abc,...] [--debounce DURATION] [--postgres URL] [--json]
-      resource-demo serve  [--listen HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
+      resource-demo serve  [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
       resource-demo bench  [--quick] [--json] [--postgres URL]
       resource-demo --help | --version | COMMAND --help
 
@@ -54,8 +54,10 @@ enum HelpText {
           JSON: one {"event": "update", ...} per id, then {"outcome", "committed", "server_executions", ...}
         """),
         "serve": Command(valueFlags: ServeCommand.valueFlags, switchFlags: [], help: """
-        resource-demo serve [--listen HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
+        resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
           A line protocol server (default 127.0.0.1:7070; port 0 picks a free one, printed on stdout).
+          --metrics: also serve GET /metrics (Prometheus text format) and GET /resources (live resources, JSON)
+          over HTTP there (port 0 picks one; its URL is printed on stdout). Off by default.
           PING -> PONG; SLEEP <seconds> -> SELECT pg_sleep($1), OK; SERIES <n> -> 1..n one per line, OK;
           QUIT -> BYE. Anything else -> ERR <reason>. A line over 4 KiB -> ERR line too long, then close.
           A client that disconnects mid-command has its query cancelled on the server at once.

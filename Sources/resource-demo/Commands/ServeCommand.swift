@@ -2,7 +2,7 @@ import PostgresAdapter
 import ResourceKit
 import SocketAdapter
 
-/// `resource-demo serve [--listen HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]`: a line
+/// `resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]`: a line
 /// protocol server on loopback. Each client is a resource scope; a client that disconnects while its command
 /// runs has its query cancelled on the server at once.
 ///
@@ -12,13 +12,15 @@ import SocketAdapter
 /// connection stays usable; a line over 4 KiB → `ERR line too long`, and the connection is closed. No SQL is
 /// ever taken from the network.
 enum ServeCommand {
-    static let valueFlags: Set<String> = ["--listen", "--postgres", "--pool", "--max-connections"]
+    static let valueFlags: Set<String> = ["--listen", "--metrics", "--postgres", "--pool", "--max-connections"]
 
     struct Configuration: Sendable {
         var host = "127.0.0.1"
         var port = 7070
         var poolSize = 4
         var maxConnections = 64
+        /// Where `GET /metrics` and `GET /resources` are served (off unless `--metrics` is given).
+        var metrics: (host: String, port: Int)?
     }
 
     static func run(_ arguments: Arguments) async throws -> Int32 {
@@ -26,6 +28,7 @@ enum ServeCommand {
         if let listen = try arguments.hostPort("--listen") { (configuration.host, configuration.port) = listen }
         configuration.poolSize = try arguments.integer("--pool", in: 1...256) ?? configuration.poolSize
         configuration.maxConnections = try arguments.integer("--max-connections", in: 1...10_000) ?? configuration.maxConnections
+        configuration.metrics = try arguments.hostPort("--metrics")
         return try await PostgresTarget.with(arguments.value("--postgres")) { conninfo in
             let pool = try PostgresPool(conninfo: conninfo, maxConnections: configuration.poolSize)
             do {
@@ -43,8 +46,17 @@ enum ServeCommand {
         try await withResourceScope("serve") { scope in
             let listener = try await SocketListener.bind(host: configuration.host, port: configuration.port, in: scope)
             Console.line("listening on \(configuration.host):\(listener.port)")
+            var metricsListener: SocketListener?
+            if let metrics = configuration.metrics {
+                let bound = try await SocketListener.bind(host: metrics.host, port: metrics.port, in: scope)
+                Console.line("metrics on http://\(metrics.host):\(bound.port)/metrics")
+                metricsListener = bound
+            }
             let clients = Locked(0)
             try await withThrowingDiscardingTaskGroup { group in
+                if let metricsListener {
+                    group.addTask { try await MetricsEndpoint.run(metricsListener, registry: .shared) }
+                }
                 while true {
                     // One acceptor at a time, each in the scope of the client it accepts.
                     let accepted = Signal()
