@@ -60,7 +60,10 @@ struct ResourceDemo {
         case "latest": return try await LatestCommand.run(arguments)
         case "serve": return try await ServeCommand.run(arguments)
         case "bench":
-            try await Bench.run(quick: arguments.has("--quick"), json: arguments.has("--json"), postgres: arguments.value("--postgres"))
+            try await Bench.run(
+                quick: arguments.has("--quick"), json: arguments.has("--json"), postgres: arguments.value("--postgres"),
+                report: arguments.value("--report")
+            )
             return 0
         default: throw UsageError("unknown command '\(command)'")
         }

@@ -2,11 +2,14 @@ import Foundation
 import PostgresAdapter
 import ResourceKit
 
-/// `resource-demo bench [--quick] [--json] [--postgres URL]`: every figure beside its references, measured
+/// `resource-demo bench [--quick] [--json] [--postgres URL] [--report FILE.svg]`: every figure beside its references, measured
 /// in the same run, with the ratio and the target. Build with `-c release` for meaningful figures; `--quick`
 /// is a smoke run (under a minute) with fewer repetitions.
 enum Bench {
-    static func run(quick: Bool, json: Bool, postgres: String?) async throws {
+    static func run(quick: Bool, json: Bool, postgres: String?, report: String? = nil) async throws {
+        if let report, !report.hasSuffix(".svg") {
+            throw UsageError("--report writes an SVG picture: give it a FILE.svg path")
+        }
         let rounds = quick ? 20 : 300
         let pollingRounds = quick ? 5 : 40
         let progress = BenchProgress(total: 9 + (quick ? 0 : 1))
@@ -27,6 +30,8 @@ enum Bench {
         progress.step("scope overhead")
         let scope = try await ScopeBench.run(operations: quick ? 2_000 : 20_000, batches: quick ? 5 : 20)
         rows.append(BenchRow(figure: scope.scope, reference: scope.bare, target: .ratioAtMost(3)))
+        rows.append(BenchRow(figure: scope.scopeWithSink, reference: scope.scope, target: nil,
+                             note: "the same with a counting event sink, against the default (no sink)"))
 
         progress.step("10,000 blocked reads cancelled at once")
         let scale = try await ScaleBench.run(count: quick ? 2_000 : 10_000)
@@ -77,6 +82,15 @@ enum Bench {
             printTable(rows)
         }
         for line in lines { Console.line(line) }
+        if let report {
+            let picture = BenchReport.svg(rows, title: "resource-demo bench\(quick ? " --quick" : ""): cancel-to-return and overhead, beside their references")
+            do {
+                try picture.write(toFile: report, atomically: true, encoding: .utf8)
+            } catch {
+                throw UsageError("could not write the report to \(report)")
+            }
+            Console.line("report: \(report)")
+        }
     }
 
     static func printTable(_ rows: [BenchRow]) {

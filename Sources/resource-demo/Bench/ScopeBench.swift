@@ -10,9 +10,17 @@ enum ScopeBench {
 
     static let kind = ResourceKind(name: "bench.noop")
 
-    static func run(operations: Int, batches: Int) async throws -> (scope: Samples, bare: Samples) {
+    /// Counts events, as a metrics bridge would (one atomic add per event).
+    struct CountingSink: ResourceEventSink {
+        let count = Locked(0)
+        func receive(_ event: ResourceEvent) { count.withLock { $0 += 1 } }
+    }
+
+    static func run(operations: Int, batches: Int) async throws -> (scope: Samples, scopeWithSink: Samples, bare: Samples) {
         let registry = ResourceRegistry()
+        let sinkRegistry = ResourceRegistry(sink: CountingSink())
         var scope = Samples("scope + register + close a no-op resource", unit: "ns")
+        var scopeWithSink = Samples("scope + register + close, counting event sink", unit: "ns")
         var bare = Samples("bare withTaskCancellationHandler around a no-op", unit: "ns")
         let counter = Locked(0)
         for _ in 0..<batches {
@@ -25,6 +33,13 @@ enum ScopeBench {
             scope.values.append(Samples.convert(.now - start, to: "ns") / Double(operations))
             start = .now
             for _ in 0..<operations {
+                try await withResourceScope("bench", registry: sinkRegistry) { scope in
+                    try await scope.register(NoOpResource(), kind: kind, label: "noop")
+                }
+            }
+            scopeWithSink.values.append(Samples.convert(.now - start, to: "ns") / Double(operations))
+            start = .now
+            for _ in 0..<operations {
                 await withTaskCancellationHandler {
                     counter.withLock { $0 += 1 }
                 } onCancel: {
@@ -33,6 +48,6 @@ enum ScopeBench {
             }
             bare.values.append(Samples.convert(.now - start, to: "ns") / Double(operations))
         }
-        return (scope, bare)
+        return (scope, scopeWithSink, bare)
     }
 }

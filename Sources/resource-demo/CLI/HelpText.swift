@@ -16,7 +16,7 @@ enum HelpText {
       resource-demo file   --path PATH [--cancel-after DURATION] [--json]
       resource-demo latest [--ids a,ab,abc,...] [--debounce DURATION] [--postgres URL] [--json]
       resource-demo serve  [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
-      resource-demo bench  [--quick] [--json] [--postgres URL]
+      resource-demo bench  [--quick] [--json] [--postgres URL] [--report FILE.svg]
       resource-demo --help | --version | COMMAND --help
 
     DURATION: 500us, 250ms, 2s, 1.5s. Without --postgres, DATABASE_URL is used, else a throwaway cluster is
@@ -63,9 +63,10 @@ enum HelpText {
           A client that disconnects mid-command has its query cancelled on the server at once.
           --pool: Postgres connections (default 4); --max-connections: clients (default 64; extras get ERR busy).
         """),
-        "bench": Command(valueFlags: ["--postgres"], switchFlags: ["--quick", "--json"], help: """
-        resource-demo bench [--quick] [--json] [--postgres URL]
+        "bench": Command(valueFlags: ["--postgres", "--report"], switchFlags: ["--quick", "--json"], help: """
+        resource-demo bench [--quick] [--json] [--postgres URL] [--report FILE.svg]
           Cancel-to-return latencies and throughput beside their references. Build with -c release.
+          --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
         """),
     ]
 }
