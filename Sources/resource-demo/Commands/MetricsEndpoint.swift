@@ -71,7 +71,7 @@ enum MetricsEndpoint {
             }
             return item
         }
-        let data = (try? JSONSerialization.data(withJSONObject: items, options: [.sortedKeys])) ?? Data("[]".utf8)
+        let data = (try? JSONSerialization.data(withJSONObject: items, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("[]".utf8)
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 
