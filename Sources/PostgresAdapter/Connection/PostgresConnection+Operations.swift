@@ -55,7 +55,7 @@ extension PostgresConnection {
                     try await settled?.wait(deadline: deadline)
                     if settled == nil { await Task.yield() }
                 case .drain(let id):
-                    _ = try await awaitResults(id, deadline: deadline, bindToCaller: false) { _ in false }
+                    try await drainAbandoned(id, deadline: deadline)
                 case .rollback:
                     do {
                         _ = try await sendAndCollect("ROLLBACK", [])
@@ -92,6 +92,23 @@ extension PostgresConnection {
                 throw PostgresError(lost ? .connection : .invalidQuery, message)
             }
             if singleRow { PQsetSingleRowMode(conn) }
+            return state.machine.sent()
+        }
+    }
+
+    /// Sends one statement with the simple query protocol (`COPY` takes no parameters) and returns its id.
+    func sendSimple(_ sql: String, mode: WireMode) throws -> QueryID {
+        try state.withLock { state in
+            guard let conn = state.conn?.raw, !state.machine.isUnusable else {
+                throw PostgresError(.connection, "the connection is closed or broken")
+            }
+            guard PQsendQuery(conn, sql) == 1 else {
+                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                let lost = PQstatus(conn) == CONNECTION_BAD
+                if lost { state.machine.lost() }
+                throw PostgresError(lost ? .connection : .invalidQuery, message)
+            }
+            state.mode = mode
             return state.machine.sent()
         }
     }
@@ -164,9 +181,23 @@ extension PostgresConnection {
                 self.requestCancel(id)
             }
         } catch {
-            state.withLock { $0.machine.operationLeft(id) }
+            state.withLock { state in
+                state.machine.operationLeft(id)
+                Self.abortCopyIn(&state)
+            }
             if error.isResourceCancellation { requestCancel(id) }
             throw error
+        }
+    }
+
+    /// A `COPY ... FROM STDIN` the caller leaves is ended with CopyFail at once (non-blocking: queued, and
+    /// flushed as far as the socket takes it), so the server aborts the load without waiting for the
+    /// connection's next operation; the cleanup finishes what could not be sent. Under the lock.
+    static func abortCopyIn(_ state: inout State) {
+        guard state.mode == .copyIn, let conn = state.conn?.raw else { return }
+        if PQputCopyEnd(conn, "the client cancelled the COPY") == 1 {
+            state.mode = .copyInEnded
+            _ = PQflush(conn)
         }
     }
 

@@ -42,6 +42,22 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         /// When the first cancel for the query on the wire went out, and how often it was sent again.
         var firstCancelAt: ContinuousClock.Instant?
         var resends = 0
+        /// Which sub-protocol the query on the wire is in: how a drain must read (or end) it.
+        var mode: WireMode = .simple
+    }
+
+    /// The sub-protocol of the query on the wire.
+    enum WireMode: Sendable, Equatable {
+        /// Results until ReadyForQuery.
+        case simple
+        /// `COPY ... TO STDOUT`: copy data, then results.
+        case copyOut
+        /// `COPY ... FROM STDIN`: the client still owes copy data; a drain ends it with CopyFail.
+        case copyIn
+        /// `COPY ... FROM STDIN` ended by the client (CopyDone or CopyFail queued): flush, then results.
+        case copyInEnded
+        /// Pipeline mode: results of several statements, separated by NULLs, up to the sync.
+        case pipeline
     }
 
     let state = Locked(State())

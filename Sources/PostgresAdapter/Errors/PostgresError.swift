@@ -18,6 +18,8 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
         case decoding
         case connectionBusy
         case poolClosed
+        /// A pipeline statement the server skipped because an earlier one in the same batch failed.
+        case pipelineAborted
     }
 
     public let kind: Kind
@@ -30,6 +32,14 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
     public var hint: String?
     /// 1-based character position in the query (server errors).
     public var position: Int?
+    /// Where the server was (a PL/pgSQL line, or for COPY `COPY t, line 3, column a: "x"`).
+    public var context: String?
+
+    /// For an error in `COPY ... FROM STDIN`: the 1-based line of the input the server rejected.
+    public var copyLine: Int? {
+        guard let context, let range = context.range(of: ", line ") else { return nil }
+        return Int(context[range.upperBound...].prefix { $0.isNumber })
+    }
 
     public init(_ kind: Kind, _ message: String) {
         self.kind = kind
@@ -46,6 +56,7 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
         text += ": \(message)"
         if let detail { text += " (detail: \(detail))" }
         if let hint { text += " (hint: \(hint))" }
+        if let context { text += " (context: \(context))" }
         return text
     }
 }

@@ -95,6 +95,7 @@ extension PostgresError {
         error.detail = field("D")
         error.hint = field("H")
         error.position = field("P").flatMap { Int($0) }
+        error.context = field("W")
         return error
     }
 }

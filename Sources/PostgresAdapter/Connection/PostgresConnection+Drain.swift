@@ -1,0 +1,90 @@
+import CLibPQ
+import ResourceKit
+
+/// Draining a query whose caller left, whatever sub-protocol it was in: plain results, COPY OUT data, a
+/// COPY IN the client still owes (ended with CopyFail, so the server aborts it and nothing is committed), or
+/// a pipeline up to its sync.
+extension PostgresConnection {
+    private enum DrainStep {
+        case done
+        case wait(Int32, IOInterest)
+    }
+
+    /// Reads (and where needed ends) query `id` until ReadyForQuery, waiting on the reactor, bounded by
+    /// `deadline`. The caller holds the connection.
+    func drainAbandoned(_ id: QueryID, deadline: ContinuousClock.Instant) async throws {
+        while true {
+            let step = try state.withLock { state in try Self.drainStep(id, &state) }
+            notices.deliver(reportingTo: handle)
+            switch step {
+            case .done:
+                return
+            case .wait(let socket, let interest):
+                try await reactor.wait(for: socket, interest, deadline: deadline)
+            }
+        }
+    }
+
+    /// One non-blocking pass; under the lock.
+    private static func drainStep(_ id: QueryID, _ state: inout State) throws -> DrainStep {
+        guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+        func lost() -> PostgresError {
+            state.machine.lost()
+            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+            return PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
+        }
+        while true {
+            switch state.mode {
+            case .copyIn:
+                let ended = PQputCopyEnd(conn, "the client cancelled the COPY")
+                if ended == 0 { return .wait(state.socket, .writable) }
+                if ended < 0 { throw lost() }
+                state.mode = .copyInEnded
+            case .copyInEnded:
+                let flushed = PQflush(conn)
+                if flushed == 1 { return .wait(state.socket, .writable) }
+                if flushed < 0 { throw lost() }
+                state.mode = .simple
+            case .copyOut:
+                var buffer: UnsafeMutablePointer<CChar>?
+                let count = PQgetCopyData(conn, &buffer, 1)
+                if let buffer { PQfreemem(buffer) }
+                if count > 0 { continue }
+                if count == -1 {
+                    state.mode = .simple
+                    continue
+                }
+                if count == -2 { throw lost() }
+                if PQconsumeInput(conn) == 0 { throw lost() }
+                var again: UnsafeMutablePointer<CChar>?
+                let retry = PQgetCopyData(conn, &again, 1)
+                if let again { PQfreemem(again) }
+                if retry == 0 { return .wait(state.socket, .readable) }
+                if retry == -1 { state.mode = .simple }
+                if retry == -2 { throw lost() }
+            case .simple, .pipeline:
+                if PQisBusy(conn) == 1 {
+                    if PQconsumeInput(conn) == 0 { throw lost() }
+                    if PQisBusy(conn) == 1 { return .wait(state.socket, .readable) }
+                }
+                guard let result = PQgetResult(conn) else {
+                    if state.mode == .pipeline { continue }  // a NULL separates a pipeline's statements
+                    _ = state.machine.resultsEnded(id)
+                    return .done
+                }
+                let status = PQresultStatus(result)
+                PQclear(result)
+                switch status {
+                case PGRES_COPY_OUT: state.mode = .copyOut
+                case PGRES_COPY_IN: state.mode = .copyIn
+                case PGRES_PIPELINE_SYNC:
+                    guard PQexitPipelineMode(conn) == 1 else { throw lost() }
+                    state.mode = .simple
+                    _ = state.machine.resultsEnded(id)
+                    return .done
+                default: break
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,181 @@
+import CLibPQ
+import ResourceKit
+
+extension PostgresConnection {
+    /// Runs `COPY ... TO STDOUT` and returns its data as an `AsyncSequence` of chunks (one per COPY row in text
+    /// and CSV formats), read through libpq's non-blocking copy API: memory stays flat however much there is.
+    /// The connection is busy until the stream ends, fails, or is dropped.
+    ///
+    /// Cancellation: cancelling the consuming task (or the connection's scope) throws `CancellationError` from
+    /// the iteration at once and sends a cancel, so the server stops producing; breaking out of the loop (or
+    /// dropping the stream) does the same. The rest is drained before the connection's next operation, and the
+    /// connection is reusable. Already-cancelled task: nothing is sent.
+    /// - Throws: ``PostgresError`` (`invalidQuery` when `sql` is not a `COPY ... TO STDOUT`, `server` for the
+    ///   server's errors), `CancellationError`, `DeadlineExceededError`.
+    public func copyOut(_ sql: String) async throws -> PostgresCopyOutStream {
+        try Task.checkCancellation()
+        try handle?.checkCancellation()
+        try await begin()
+        do {
+            try Task.checkCancellation()
+            let id = try sendSimple(sql, mode: .simple)
+            var failure: PostgresError?
+            var started = false
+            let outcome = try await flushThen(id) {
+                try await awaitResults(id, deadline: nil, bindToCaller: true) { result in
+                    switch PQresultStatus(result) {
+                    case PGRES_COPY_OUT:
+                        started = true
+                        return true
+                    case PGRES_FATAL_ERROR:
+                        failure = failure ?? .server(result)
+                    default:
+                        failure = failure ?? PostgresError(.invalidQuery, "copyOut runs COPY ... TO STDOUT only")
+                    }
+                    return false
+                }
+            }
+            guard started, outcome == .paused else {
+                end()
+                throw failure ?? PostgresError(.invalidQuery, "copyOut runs COPY ... TO STDOUT only")
+            }
+            state.withLock { $0.mode = .copyOut }
+            return PostgresCopyOutStream(connection: self, id: id)
+        } catch {
+            if state.withLock({ $0.machine.leased }) { end() }
+            throw error
+        }
+    }
+}
+
+/// The data of a `COPY ... TO STDOUT`, chunk by chunk. Iterate it once.
+public final class PostgresCopyOutStream: AsyncSequence, Sendable {
+    public typealias Element = [UInt8]
+
+    private let connection: PostgresConnection
+    private let id: ConnectionStateMachine.QueryID
+    private let finished = Locked(false)
+
+    init(connection: PostgresConnection, id: ConnectionStateMachine.QueryID) {
+        self.connection = connection
+        self.id = id
+    }
+
+    deinit {
+        abandon()
+    }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let stream: PostgresCopyOutStream
+        public mutating func next() async throws -> [UInt8]? {
+            try await stream.nextChunk()
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stream: self) }
+
+    private func finish() -> Bool {
+        finished.withLock { finished in
+            defer { finished = true }
+            return !finished
+        }
+    }
+
+    private func abandon() {
+        guard finish() else { return }
+        connection.state.withLock { $0.machine.operationLeft(id) }
+        connection.requestCancel(id)
+        connection.end()
+    }
+
+    private enum Step {
+        case chunk([UInt8])
+        case wait(Int32)
+        case copyDone
+    }
+
+    func nextChunk() async throws -> [UInt8]? {
+        if finished.withLock({ $0 }) { return nil }
+        if Task.isCancelled || connection.handle?.isCancelled == true {
+            abandon()
+            throw connection.handle?.cancellationReason?.error ?? CancellationError()
+        }
+        while true {
+            let step: Step
+            do {
+                step = try connection.state.withLock { state -> Step in
+                    guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                    var consumed = false
+                    while true {
+                        var buffer: UnsafeMutablePointer<CChar>?
+                        let count = PQgetCopyData(conn, &buffer, 1)
+                        if count > 0, let buffer {
+                            defer { PQfreemem(buffer) }
+                            return .chunk(Array(UnsafeRawBufferPointer(start: buffer, count: Int(count))))
+                        }
+                        if count == -1 {
+                            state.mode = .simple
+                            return .copyDone
+                        }
+                        if count == -2 || consumed {
+                            if count == -2 {
+                                state.machine.lost()
+                                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                            }
+                            return .wait(state.socket)
+                        }
+                        if PQconsumeInput(conn) == 0 {
+                            state.machine.lost()
+                            throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                        }
+                        consumed = true
+                    }
+                }
+            } catch {
+                if finish() { connection.end() }
+                throw error
+            }
+            switch step {
+            case .chunk(let bytes):
+                return bytes
+            case .wait(let socket):
+                do {
+                    _ = try await connection.whileOnWire(id) {
+                        try await connection.reactor.wait(for: socket, .readable, boundTo: connection.handle)
+                    }
+                } catch {
+                    abandon()
+                    throw error
+                }
+            case .copyDone:
+                return try await finishResults()
+            }
+        }
+    }
+
+    /// After the data: the COPY's own result (`COPY n`, or the error that stopped it).
+    private func finishResults() async throws -> [UInt8]? {
+        var failure: PostgresError?
+        let end: PostgresConnection.ResultsEnd
+        do {
+            end = try await connection.whileOnWire(id) {
+                try await connection.awaitResults(id, deadline: nil, bindToCaller: true) { result in
+                    if PQresultStatus(result) == PGRES_FATAL_ERROR { failure = failure ?? .server(result) }
+                    return false
+                }
+            }
+        } catch {
+            abandon()
+            throw error
+        }
+        guard finish() else { return nil }
+        connection.end()
+        if let failure {
+            if failure.isQueryCanceled, end == .ended(ourCancel: true) {
+                throw connection.handle?.cancellationReason?.error ?? CancellationError()
+            }
+            throw failure
+        }
+        return nil
+    }
+}

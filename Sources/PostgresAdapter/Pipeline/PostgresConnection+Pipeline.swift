@@ -1,0 +1,137 @@
+import CLibPQ
+import ResourceKit
+
+/// One statement of a pipeline.
+public struct PostgresStatement: Sendable {
+    public let sql: String
+    public let binds: [PostgresBind]
+
+    /// `sql` with `$1`, `$2`, ... bound to `binds`.
+    public init(_ sql: String, _ binds: [any PostgresEncodable] = []) {
+        self.sql = sql
+        self.binds = binds.map(\.postgresBind)
+    }
+}
+
+extension PostgresConnection {
+    /// Sends `statements` in libpq's pipeline mode, one sync at the end, and returns one result per statement,
+    /// in order: all of them cost one round trip instead of one each.
+    ///
+    /// Errors: as the server does, a statement that fails aborts the rest of the batch up to the sync. The
+    /// call does not throw for that: the failed statement's entry is `.failure` with the server's error, and
+    /// every later one is `.failure` with ``PostgresError/Kind/pipelineAborted``. The batch is one implicit
+    /// transaction: statements before the failure are rolled back too unless the batch ran inside an explicit
+    /// transaction.
+    ///
+    /// Cancellation: cancelling the task (or the scope) throws `CancellationError` at once and sends a cancel:
+    /// the server stops the statement it is running and skips the rest; the remaining results are drained
+    /// before the connection's next operation, and a late cancel never reaches the next batch (the guard of
+    /// ``PostgresConnection``). Already-cancelled task: nothing is sent.
+    /// - Throws: `CancellationError`, `DeadlineExceededError`, ``PostgresError`` (`connection`,
+    ///   `invalidQuery` for a statement libpq refused to queue, `connectionBusy`).
+    public func pipeline(_ statements: [PostgresStatement]) async throws -> [Result<PostgresResult, PostgresError>] {
+        try Task.checkCancellation()
+        try handle?.checkCancellation()
+        if statements.isEmpty { return [] }
+        try await begin()
+        defer { end() }
+        try Task.checkCancellation()
+        let id = try sendPipeline(statements)
+        var results: [Result<PostgresResult, PostgresError>] = []
+        var current: Result<PostgresResult, PostgresError>?
+        var ourCancelSeen = false
+        try await flushThen(id) {
+            var spunOnce = false
+            while true {
+                enum Step { case wait(Int32), done(Bool) }
+                let step = try state.withLock { state -> Step in
+                    guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                    if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
+                        state.machine.lost()
+                        throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                    }
+                    while PQisBusy(conn) == 0 {
+                        guard let result = PQgetResult(conn) else {
+                            // The end of one statement's results.
+                            if let finished = current { results.append(finished) }
+                            current = nil
+                            continue
+                        }
+                        defer { PQclear(result) }
+                        switch PQresultStatus(result) {
+                        case PGRES_PIPELINE_SYNC:
+                            guard PQexitPipelineMode(conn) == 1 else {
+                                state.machine.lost()
+                                throw PostgresError(.connection, "could not leave pipeline mode")
+                            }
+                            state.mode = .simple
+                            return .done(state.machine.resultsEnded(id).ourCancel)
+                        case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+                            if current == nil { current = .success(.from(result)) }
+                        case PGRES_PIPELINE_ABORTED:
+                            current = .failure(PostgresError(.pipelineAborted, "skipped: an earlier statement in the pipeline failed"))
+                        case PGRES_FATAL_ERROR:
+                            current = .failure(.server(result))
+                        default:
+                            current = .failure(PostgresError(.invalidQuery, "COPY is not offered inside a pipeline"))
+                        }
+                    }
+                    return .wait(state.socket)
+                }
+                notices.deliver(reportingTo: handle)
+                switch step {
+                case .done(let ourCancel):
+                    ourCancelSeen = ourCancel
+                    return
+                case .wait(let socket):
+                    let handle = self.handle
+                    if !spunOnce, Self.becomesReadable(socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true }) {
+                        spunOnce = true
+                        continue
+                    }
+                    spunOnce = true
+                    try await reactor.wait(for: socket, .readable, boundTo: handle)
+                }
+            }
+        }
+        // 57014 that we caused (a cancel that landed as the batch ended) is our cancellation.
+        if ourCancelSeen, results.contains(where: { if case .failure(let error) = $0 { error.isQueryCanceled } else { false } }) {
+            throw handle?.cancellationReason?.error ?? CancellationError()
+        }
+        return results
+    }
+
+    /// Enters pipeline mode, queues every statement and the sync. Nothing is queued if libpq refuses one
+    /// statement (the pipeline is left and the error thrown).
+    private func sendPipeline(_ statements: [PostgresStatement]) throws -> QueryID {
+        try state.withLock { state in
+            guard let conn = state.conn?.raw, !state.machine.isUnusable else {
+                throw PostgresError(.connection, "the connection is closed or broken")
+            }
+            guard PQenterPipelineMode(conn) == 1 else {
+                throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+            }
+            for statement in statements {
+                let types = statement.binds.map { Oid($0.oid) }
+                let values = statement.binds.map(\.text)
+                let queued = values.withOptionalCStrings { values in
+                    types.withUnsafeBufferPointer { types in
+                        PQsendQueryParams(conn, statement.sql, Int32(statement.binds.count), types.baseAddress, values, nil, nil, 0)
+                    }
+                }
+                guard queued == 1 else {
+                    let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                    // Queued but unsent statements cannot be taken back: the connection's state is unknown.
+                    state.machine.lost()
+                    throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+                }
+            }
+            guard PQpipelineSync(conn) == 1 else {
+                state.machine.lost()
+                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+            }
+            state.mode = .pipeline
+            return state.machine.sent()
+        }
+    }
+}
