@@ -59,6 +59,8 @@ struct ResourceDemo {
         case "file": return try await StreamCommands.file(arguments)
         case "latest": return try await LatestCommand.run(arguments)
         case "serve": return try await ServeCommand.run(arguments)
+        case "listen": return try await BulkCommands.listen(arguments)
+        case "copy": return try await BulkCommands.copy(arguments)
         case "bench":
             try await Bench.run(
                 quick: arguments.has("--quick"), json: arguments.has("--json"), postgres: arguments.value("--postgres"),

@@ -59,6 +59,9 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
 
     public var description: String { "PostgresListener(\(channels.count) channel(s))" }
 
+    /// The listening backend's verified pid (`nil` behind a pooler: see ``PostgresConnection/backendPID``).
+    public var backendPID: Int32? { connection.backendPID }
+
     /// Notifications dropped because the buffer was full (the oldest go first).
     public var droppedCount: Int { buffer.withLock { $0.dropped } }
 

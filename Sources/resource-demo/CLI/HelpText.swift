@@ -15,6 +15,8 @@ enum HelpText {
       resource-demo socket --connect HOST:PORT [--cancel-after DURATION] [--json]
       resource-demo file   --path PATH [--cancel-after DURATION] [--json]
       resource-demo latest [--ids a,ab,abc,...] [--debounce DURATION] [--postgres URL] [--json]
+      resource-demo listen --channel NAME [--cancel-after DURATION] [--postgres URL] [--json]
+      resource-demo copy   [--rows N] [--cancel-after DURATION] [--postgres URL] [--json]
       resource-demo serve  [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
       resource-demo bench  [--quick] [--json] [--postgres URL] [--report FILE.svg]
       resource-demo --help | --version | COMMAND --help
@@ -62,6 +64,18 @@ enum HelpText {
           QUIT -> BYE. Anything else -> ERR <reason>. A line over 4 KiB -> ERR line too long, then close.
           A client that disconnects mid-command has its query cancelled on the server at once.
           --pool: Postgres connections (default 4); --max-connections: clients (default 64; extras get ERR busy).
+        """),
+        "listen": Command(valueFlags: BulkCommands.listenFlags, switchFlags: ["--json"], help: """
+        resource-demo listen --channel NAME [--cancel-after DURATION] [--postgres URL] [--json]
+          LISTEN on a channel and print each notification (channel, payload, sender pid) until Ctrl-C or
+          --cancel-after. Stopping ends the listening session on the server at once.
+          JSON: one {"event": "notification", ...} per notification, then {"outcome", "dropped", ...}
+        """),
+        "copy": Command(valueFlags: BulkCommands.copyFlags, switchFlags: ["--json"], help: """
+        resource-demo copy [--rows N] [--cancel-after DURATION] [--postgres URL] [--json]
+          COPY FROM STDIN of N generated rows (default 1,000,000) into a temporary table. With --cancel-after
+          the COPY is cancelled mid-way (CopyFail and a cancel request), and the server's count(*) shows that
+          nothing was committed. JSON: {"outcome", "rows_sent", "rows_in_table", ...}
         """),
         "bench": Command(valueFlags: ["--postgres", "--report"], switchFlags: ["--quick", "--json"], help: """
         resource-demo bench [--quick] [--json] [--postgres URL] [--report FILE.svg]

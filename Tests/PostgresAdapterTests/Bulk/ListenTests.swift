@@ -1,0 +1,113 @@
+import PostgresAdapter
+import ResourceKit
+import ResourceKitTesting
+import TestSupport
+import Testing
+
+/// LISTEN/NOTIFY as a resource, against the real server.
+@Suite struct ListenTests {
+    static func channel() -> String { "rk channel \(UInt32.random(in: 0...UInt32.max))" }
+
+    @Test func notificationsArriveInOrder() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let channel = Self.channel()
+        try await withResourceScope("listen", registry: ResourceRegistry()) { scope in
+            let listener = try await PostgresListener.listen(to: [channel], conninfo: conninfo, in: scope)
+            let sender = try await PostgresConnection.connect(conninfo, in: scope)
+            try await sender.execute("SELECT pg_notify($1, g::text) FROM generate_series(1, 100) AS g", [channel])
+            var payloads: [String] = []
+            for try await notification in listener {
+                #expect(notification.channel == channel)
+                #expect(notification.senderPID == sender.backendPID)
+                payloads.append(notification.payload)
+                if payloads.count == 100 { break }
+            }
+            #expect(payloads == (1...100).map(String.init))
+        }
+    }
+
+    /// Cancelling the consuming task ends the iteration at once, and the listening session is gone from the
+    /// server (no backend listens any more).
+    @Test func cancellingTheConsumerEndsTheSequenceAndTheSession() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let channel = Self.channel()
+        try await withResourceScope("listen", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let listener = try await PostgresListener.listen(to: [channel], conninfo: conninfo, in: scope)
+            let pid = try #require(listener.backendPID)
+            #expect(try await TestDatabase.backendState(pid, observer: observer) != nil)
+            let received = Locked(0)
+            let consumer = Task { for try await _ in listener { received.withLock { $0 += 1 } } }
+            // One notification through, so the consumer is iterating and parks for the next.
+            let sender = try await PostgresConnection.connect(conninfo, in: scope)
+            try await sender.execute("SELECT pg_notify($1, 'one')", [channel])
+            try await waitUntil("the consumer got the first") { received.withLock { $0 } == 1 }
+            let cancelled = ContinuousClock.now
+            consumer.cancel()
+            await #expect(throws: CancellationError.self) { try await consumer.value }
+            #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
+            let start = ContinuousClock.now
+            while try await TestDatabase.backendState(pid, observer: observer) != nil, ContinuousClock.now - start < .seconds(2) {}
+            #expect(try await TestDatabase.backendState(pid, observer: observer) == nil, "the listening session is still there")
+            await #expect(throws: CancellationError.self) { _ = try await listener.next() }
+        }
+    }
+
+    /// A burst nobody reads is buffered up to the bound; past it the oldest are dropped and counted.
+    @Test func aBurstBeyondTheBoundDropsTheOldest() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let channel = Self.channel()
+        try await withResourceScope("listen", registry: ResourceRegistry()) { scope in
+            let listener = try await PostgresListener.listen(to: [channel], conninfo: conninfo, in: scope, bufferLimit: 10)
+            let sender = try await PostgresConnection.connect(conninfo, in: scope)
+            try await sender.execute("SELECT pg_notify($1, g::text) FROM generate_series(1, 50) AS g", [channel])
+            try await waitUntil("the reader drained the burst") { listener.droppedCount == 40 }
+            var payloads: [String] = []
+            for try await notification in listener {
+                payloads.append(notification.payload)
+                if payloads.count == 10 { break }
+            }
+            #expect(payloads == (41...50).map(String.init))
+        }
+    }
+
+    /// The scope ending closes the listener: nothing listens afterwards.
+    @Test func theScopeEndingClosesTheListener() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        var pid: Int32 = 0
+        try await withResourceScope("listen", registry: registry) { scope in
+            let listener = try await PostgresListener.listen(to: [Self.channel()], conninfo: conninfo, in: scope, registry: registry)
+            pid = listener.backendPID ?? 0
+        }
+        #expect(registry.liveCount == 0)
+        try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            #expect(try await TestDatabase.backendState(pid, observer: observer) == nil)
+        }
+    }
+}
+
+/// The listener passes the conformance kit: its blocking operation waits for a notification; completing it
+/// sends one.
+@Suite(.serialized) struct ListenerConformanceTests {
+    @Test func listenerPassesTheKit() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("sender", registry: ResourceRegistry()) { scope in
+            let sender = try await PostgresConnection.connect(conninfo, in: scope)
+            let kit = AdapterConformance<PostgresListener>(
+                "PostgresListener",
+                make: { scope in
+                    try await PostgresListener.listen(to: ["rk_kit_\(UInt32.random(in: 0...UInt32.max))"], conninfo: conninfo, in: scope)
+                },
+                blockingOperation: { listener in _ = try await listener.next() },
+                completeOperation: { listener in
+                    _ = try await sender.execute("SELECT pg_notify($1, 'done')", [listener.channels[0]])
+                }
+            )
+            let report = try await runConformance(kit)
+            print("conformance kit, PostgresListener: \(report)")
+            #expect(report.passed, "\(report)")
+        }
+    }
+}
