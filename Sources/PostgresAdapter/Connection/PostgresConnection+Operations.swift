@@ -276,6 +276,10 @@ extension PostgresConnection {
     /// server answers a short query in about 50-100 µs here; parking costs two thread wake-ups (reactor, then
     /// a cooperative thread), which made round trips 0.70x of blocking libpq's. With the look-again, they are
     /// faster than blocking libpq's (`resource-demo bench`, "round trip").
+    ///
+    /// Under concurrency it still pays (issue #15, release build, 64 tasks over a pool of 16 running
+    /// `SELECT $1::int`): 29,500 q/s at 36 µs of CPU per query with it, 27,400 q/s at 38 µs without. A local
+    /// server answers within the window most of the time, and an answer found by looking costs no reactor hop.
     static let answerSpin: Duration = .microseconds(100)
 
     /// Polls `socket` without blocking (yielding the CPU between looks) until it is readable, `limit` passed,

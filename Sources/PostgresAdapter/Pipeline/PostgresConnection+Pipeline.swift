@@ -36,9 +36,11 @@ extension PostgresConnection {
         try await begin()
         defer { end() }
         try Task.checkCancellation()
-        let id = try sendPipeline(statements)
+        let (id, plan) = try sendPipeline(statements)
         var results: [Result<PostgresResult, PostgresError>] = []
         var current: Result<PostgresResult, PostgresError>?
+        var entry = 0  // index into `plan`: which queued item the results being read belong to
+        var prepareFailure: PostgresError?  // a run's prepare failed: its first statement reports why
         var ourCancelSeen = false
         try await flushThen(id) {
             var spunOnce = false
@@ -52,9 +54,23 @@ extension PostgresConnection {
                     }
                     while PQisBusy(conn) == 0 {
                         guard let result = PQgetResult(conn) else {
-                            // The end of one statement's results.
-                            if let finished = current { results.append(finished) }
+                            // The end of one queued item's results: a statement's go to the caller, a
+                            // prepare's are only checked (its failure shows on the statements it serves).
+                            if entry < plan.count, let finished = current {
+                                switch (plan[entry], finished) {
+                                case (.prepare, .failure(let error)):
+                                    prepareFailure = error
+                                case (.statement, .failure(let error)) where error.kind == .pipelineAborted && prepareFailure != nil:
+                                    results.append(.failure(prepareFailure!))
+                                    prepareFailure = nil
+                                case (.statement, _):
+                                    results.append(finished)
+                                case (.prepare, .success):
+                                    break
+                                }
+                            }
                             current = nil
+                            entry += 1
                             continue
                         }
                         defer { PQclear(result) }
@@ -101,9 +117,15 @@ extension PostgresConnection {
         return results
     }
 
-    /// Enters pipeline mode, queues every statement and the sync. Nothing is queued if libpq refuses one
-    /// statement (the pipeline is left and the error thrown).
-    private func sendPipeline(_ statements: [PostgresStatement]) throws -> QueryID {
+    /// What was queued, in order: a statement (its results go to the caller) or a prepare (skipped).
+    enum PipelineItem: Equatable { case prepare, statement }
+
+    /// Enters pipeline mode, queues every statement and the sync. A run of consecutive statements with the
+    /// same SQL is parsed once: the unnamed prepared statement is prepared for the run and each statement only
+    /// binds and executes it (the server then plans it once, not once per statement; the unnamed statement
+    /// leaves nothing behind in the session). A refused statement breaks the connection (queued items cannot
+    /// be taken back).
+    private func sendPipeline(_ statements: [PostgresStatement]) throws -> (QueryID, [PipelineItem]) {
         try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
@@ -111,14 +133,37 @@ extension PostgresConnection {
             guard PQenterPipelineMode(conn) == 1 else {
                 throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
             }
-            for statement in statements {
+            var plan: [PipelineItem] = []
+            plan.reserveCapacity(statements.count + 1)
+            for (index, statement) in statements.enumerated() {
                 let types = statement.binds.map { Oid($0.oid) }
                 let values = statement.binds.map(\.text)
+                func same(_ other: Int) -> Bool {
+                    other >= 0 && other < statements.count && statements[other].sql == statement.sql
+                        && statements[other].binds.map(\.oid) == statement.binds.map(\.oid)
+                }
+                let startsRun = same(index + 1) && !same(index - 1)
+                let inRun = startsRun || same(index - 1)
+                if startsRun {
+                    let prepared = types.withUnsafeBufferPointer { types in
+                        PQsendPrepare(conn, "", statement.sql, Int32(statement.binds.count), types.baseAddress)
+                    }
+                    guard prepared == 1 else {
+                        let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                        state.machine.lost()
+                        throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+                    }
+                    plan.append(.prepare)
+                }
                 let queued = values.withOptionalCStrings { values in
-                    types.withUnsafeBufferPointer { types in
+                    if inRun {
+                        return PQsendQueryPrepared(conn, "", Int32(statement.binds.count), values, nil, nil, 0)
+                    }
+                    return types.withUnsafeBufferPointer { types in
                         PQsendQueryParams(conn, statement.sql, Int32(statement.binds.count), types.baseAddress, values, nil, nil, 0)
                     }
                 }
+                plan.append(.statement)
                 guard queued == 1 else {
                     let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
                     // Queued but unsent statements cannot be taken back: the connection's state is unknown.
@@ -131,7 +176,7 @@ extension PostgresConnection {
                 throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
             }
             state.mode = .pipeline
-            return state.machine.sent()
+            return (state.machine.sent(), plan)
         }
     }
 }

@@ -12,7 +12,7 @@ enum Bench {
         }
         let rounds = quick ? 20 : 300
         let pollingRounds = quick ? 5 : 40
-        let progress = BenchProgress(total: 9 + (quick ? 0 : 1))
+        let progress = BenchProgress(total: 10 + (quick ? 0 : 1))
         var rows: [BenchRow] = []
         var lines: [String] = []
 
@@ -56,6 +56,16 @@ enum Bench {
             for pair in try await PostgresBench.roundTrips(queries: quick ? 200 : 2_000, batches: quick ? 3 : 10, conninfo: conninfo) {
                 rows.append(BenchRow(figure: pair.ours, reference: pair.raw, target: .ratioAtLeast(0.95)))
             }
+
+            progress.step("concurrency, COPY and pipelines")
+            let concurrency = try await BulkBench.concurrency(queries: quick ? 6_400 : 64_000, batches: quick ? 2 : 5, conninfo: conninfo)
+            rows.append(BenchRow(figure: concurrency.oursQPS, reference: concurrency.rawQPS, target: .ratioAtLeast(1.0)))
+            rows.append(BenchRow(figure: concurrency.oursCPU, reference: concurrency.rawCPU, target: .ratioAtMost(1.2)))
+            let copy = try await BulkBench.copy(rows: quick ? 100_000 : 1_000_000, rounds: quick ? 1 : 3, conninfo: conninfo)
+            rows.append(BenchRow(figure: copy.outOurs, reference: copy.outPsql, target: .ratioAtLeast(0.8)))
+            rows.append(BenchRow(figure: copy.inOurs, reference: copy.inPsql, target: .ratioAtLeast(0.8)))
+            let pipeline = try await BulkBench.pipeline(statements: 1_000, rounds: quick ? 3 : 10, conninfo: conninfo)
+            rows.append(BenchRow(figure: pipeline.pipeline, reference: pipeline.sequential, target: .ratioAtLeast(5)))
 
             progress.step("pool storm")
             let storm = try await PostgresBench.poolStorm(rounds: quick ? 1 : 5, queries: 1_000, poolSize: 16, conninfo: conninfo)

@@ -37,6 +37,30 @@ import Testing
         }
     }
 
+    /// Runs of the same statement are parsed once; mixed batches keep their order; a statement the server
+    /// cannot parse reports the server's own error, also inside such a run.
+    @Test func repeatedStatementsAndAParseErrorInARun() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("pipeline", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let mixed = try await connection.pipeline([
+                PostgresStatement("SELECT $1::int", [1]), PostgresStatement("SELECT $1::int", [2]),
+                PostgresStatement("SELECT $1::text", ["three"]), PostgresStatement("SELECT $1::int", [4]),
+                PostgresStatement("SELECT $1::int", [5]), PostgresStatement("SELECT $1::int", [6]),
+            ])
+            let values = try mixed.map { try $0.get().rows.first?.values.first ?? nil }
+            #expect(values == ["1", "2", "three", "4", "5", "6"])
+            let broken = try await connection.pipeline([PostgresStatement("SELEKT $1::int", [1]), PostgresStatement("SELEKT $1::int", [2])])
+            guard case .failure(let syntax) = broken[0], case .failure(let skipped) = broken[1] else {
+                Issue.record("expected failures, got \(broken)")
+                return
+            }
+            #expect(syntax.sqlState == "42601")
+            #expect(skipped.kind == .pipelineAborted)
+            #expect(try await connection.query("SELECT 1").count == 1)
+        }
+    }
+
     @Test func cancelledMidWayStopsTheServerAndTheConnectionIsReusable() async throws {
         let conninfo = try await TestDatabase.conninfo()
         try await withResourceScope("pipeline", registry: ResourceRegistry()) { scope in
