@@ -30,11 +30,23 @@ import Testing
             .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
     }
 
+    /// Waits until a session of that serve process runs a query (its `SLEEP` reached the server).
+    static func waitUntilServeQueries(_ application: String, observer: PostgresConnection) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await observer.query(
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'", [application]
+        ).isEmpty {
+            guard ContinuousClock.now < deadline else { throw ConditionNeverHeld(description: "the SLEEP never reached the server") }
+        }
+    }
+
     /// The sample of the cancel requests that the pool's connections sent.
     static let postgresCancels = #"resourcekit_adapter_events_total{event="postgres.cancel."#
 
-    static func startServe(_ conninfo: String) async throws -> (server: DemoProcess, port: Int, metrics: Int) {
-        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--postgres", conninfo])
+    /// Starts `serve --metrics`; its Postgres sessions carry `application` as their application name, so that
+    /// its queries can be told from other tests' on the shared server.
+    static func startServe(_ conninfo: String, application: String) async throws -> (server: DemoProcess, port: Int, metrics: Int) {
+        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)"])
         let port = try #require(Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
         let url = try await server.line(containing: "metrics on http://")
         let metrics = try #require(Int(url.split(separator: ":").last?.split(separator: "/").first ?? ""))
@@ -43,18 +55,19 @@ import Testing
 
     @Test func metricsResourcesAndBadInput() async throws {
         let conninfo = try await TestDatabase.conninfo()
-        let (server, port, metrics) = try await Self.startServe(conninfo)
+        let application = "rk-metrics-\(UInt32.random(in: 0...UInt32.max))"
+        let (server, port, metrics) = try await Self.startServe(conninfo, application: application)
         try await withResourceScope("metrics", registry: ResourceRegistry()) { scope in
             let before = try await Self.get(metrics, "/metrics", in: scope)
             #expect(before.status == 200)
             #expect(before.body.contains("# TYPE resourcekit_resources_live gauge"))
 
             // A client holding SLEEP 30 shows in /resources, then leaves: its cancel is counted.
-            let activity = try await ServerActivity(servers: [conninfo], in: scope)
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
             try await withResourceScope("client") { clientScope in
                 let client = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: clientScope)
                 try await client.write("SLEEP 30\n")
-                _ = try await activity.waitUntilActive("pg_sleep")
+                try await Self.waitUntilServeQueries(application, observer: observer)
                 let resources = try await Self.get(metrics, "/resources", in: scope)
                 #expect(resources.status == 200)
                 let items = try #require(try JSONSerialization.jsonObject(with: Data(resources.body.utf8)) as? [[String: Any]])
@@ -110,7 +123,8 @@ import Testing
             return
         }
         let conninfo = try await TestDatabase.conninfo()
-        let (server, port, metrics) = try await Self.startServe(conninfo)
+        let application = "rk-metrics-\(UInt32.random(in: 0...UInt32.max))"
+        let (server, port, metrics) = try await Self.startServe(conninfo, application: application)
         let directory = NSTemporaryDirectory() + "rk-prometheus-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let config = """
@@ -130,11 +144,11 @@ import Testing
         )
         let query = "sum(resourcekit_adapter_events_total%7Bevent%3D~%22postgres.cancel.%2A%22%7D)"
         try await withResourceScope("prometheus", registry: ResourceRegistry()) { scope in
-            let activity = try await ServerActivity(servers: [conninfo], in: scope)
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
             try await withResourceScope("client") { clientScope in
                 let client = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: clientScope)
                 try await client.write("SLEEP 30\n")
-                _ = try await activity.waitUntilActive("pg_sleep")
+                try await Self.waitUntilServeQueries(application, observer: observer)
                 client.resetConnection()
             }
             var value = 0.0

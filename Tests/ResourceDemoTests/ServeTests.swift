@@ -10,7 +10,9 @@ import Testing
 @Suite struct ServeTests {
     @Test func disconnectCancelsTheQueryAndBadInputNeverHurtsOtherClients() async throws {
         let conninfo = try await TestDatabase.conninfo()
-        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo, "--pool", "2"])
+        // Its sessions carry their own application name: other tests run `serve` against the same server.
+        let application = "rk-serve-\(UInt32.random(in: 0...UInt32.max))"
+        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)", "--pool", "2"])
         let listening = try await server.line(containing: "listening on ")
         let port = try #require(Int(listening.split(separator: ":").last ?? ""))
 
@@ -24,7 +26,7 @@ import Testing
             try await withResourceScope("leaving") { leaving in
                 let client = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: leaving)
                 try await client.write("SLEEP 30\n")
-                let pid = try await Self.sleepingBackend(observer: observer)
+                let pid = try await Self.sleepingBackend(observer: observer, application: application)
                 client.resetConnection()
                 #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer, within: .seconds(1)) != nil)
             }
@@ -70,11 +72,12 @@ import Testing
         #expect(try await server.exitStatus() == 130)
     }
 
-    static func sleepingBackend(observer: PostgresConnection) async throws -> Int32 {
+    static func sleepingBackend(observer: PostgresConnection, application: String) async throws -> Int32 {
         let start = ContinuousClock.now
         while ContinuousClock.now - start < .seconds(30) {
             let rows = try await observer.query(
-                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep($1)'")
+                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep($1)' AND application_name = $1",
+                [application])
             if let row = rows.first { return Int32(try row.decode(Int.self, at: 0)) }
             try await Task.sleep(for: .milliseconds(10))
         }
