@@ -129,7 +129,7 @@ import Testing
                 let task = Task { try await connection.execute("SELECT pg_sleep(30)") }
                 try await Task.sleep(for: .milliseconds(100))
                 let killed = ContinuousClock.now
-                try server.killImmediately()
+                try await server.killImmediately()
                 await #expect { try await task.value } throws: { ($0 as? PostgresError)?.kind == .connection }
                 #expect(ContinuousClock.now - killed < .seconds(1) + .seconds(2), "includes pg_ctl's own time")
                 #expect(connection.isBroken)

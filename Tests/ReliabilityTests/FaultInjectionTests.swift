@@ -24,11 +24,11 @@ import Testing
             while try await observer.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'")[0].decode(Int.self, at: 0) == 0 {}
         }
         let killed = ContinuousClock.now
-        try await BlockingPool.shared.run { try server.killImmediately() }
+        try await server.killImmediately()
         await #expect { try await query.value } throws: { ($0 as? PostgresError)?.kind == .connection }
         #expect(ContinuousClock.now - killed < .seconds(1) + .seconds(2), "within 1 s of the server going away (plus pg_ctl's own time)")
 
-        try await BlockingPool.shared.run { try server.restart() }
+        try await server.restart()
         let answer = try await pool.withConnection { try await $0.query("SELECT 42")[0].decode(Int.self, at: 0) }
         #expect(answer == 42)
         await pool.shutdown()

@@ -12,6 +12,12 @@ extension PostgresConnection {
     static let resendDelay: Duration = .milliseconds(50)
     static let resendCeiling: Duration = .milliseconds(800)
 
+    /// The threads that send cancel requests (`PQcancel` blocks until the server answers). Kept apart from
+    /// the shared blocking pool, so that a cancel never queues behind slow work there (a host-name lookup
+    /// against a broken resolver, a large file read): measured in the test suite, cancels queued behind
+    /// seconds-long jobs returned 2 s late.
+    static let cancelRequestPool = BlockingPool(threadCount: 4, queueLimit: 65_536, name: "rk.pg-cancel")
+
     /// Sends a cancel for query `id` if (and only if) it is still on the wire and none is in flight for it.
     /// Non-blocking; safe from `onCancel` and from the reactor thread.
     func requestCancel(_ id: ConnectionStateMachine.QueryID, resend: Bool = false) {
@@ -63,7 +69,7 @@ extension PostgresConnection {
         }
         statistics.record(.cancelRequest)
         handle?.report("postgres.cancel.request")
-        let accepted = pool.submit { [self] in
+        let accepted = Self.cancelRequestPool.submit { [self] in
             var buffer = [CChar](repeating: 0, count: 256)
             _ = PQcancel(key.raw, &buffer, 256)
             cancelFinished(id)

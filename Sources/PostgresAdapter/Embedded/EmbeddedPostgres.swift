@@ -9,7 +9,8 @@ import Glibc
 /// `stop()` removes everything again.
 ///
 /// The binaries are looked up on `PATH`, then under `/usr/lib/postgresql/*/bin` (newest first).
-/// Blocking steps (`initdb`, `pg_ctl`, `openssl`) run on the blocking pool.
+/// Blocking steps (`initdb`, `pg_ctl`, `openssl`) run on threads of their own (`clusterPool`), never on the
+/// cooperative pool nor on the shared blocking pool.
 ///
 /// ``Options`` make production shapes: scram-sha-256 with a password (TCP and Unix socket alike) and TLS with
 /// a self-signed certificate made by `openssl` at start.
@@ -41,6 +42,10 @@ public final class EmbeddedPostgres: Sendable {
     /// How it was set up.
     public let options: Options
     private let stopped = Locked(false)
+
+    /// The threads that run `initdb`, `pg_ctl` and `openssl` (seconds each): apart from the shared blocking
+    /// pool, whose threads serve I/O that must not wait behind them.
+    static let clusterPool = BlockingPool(threadCount: 4, queueLimit: 1_024, name: "rk.embedded-pg")
 
     /// A conninfo string for the superuser `postgres` over TCP (with the password, if the cluster has one;
     /// TLS is used when the cluster offers it, libpq's default `sslmode=prefer`).
@@ -99,13 +104,13 @@ public final class EmbeddedPostgres: Sendable {
         // Whoever comes second stops the cluster: the job when the caller already gave up, or the cancel
         // hook when the job had already produced a cluster that the caller will never receive.
         let handoff = Locked<(abandoned: Bool, produced: EmbeddedPostgres?)>((false, nil))
-        return try await BlockingPool.shared.run(onCancel: { _ in
+        return try await clusterPool.run(onCancel: { _ in
             let orphan = handoff.withLock { state -> EmbeddedPostgres? in
                 state.abandoned = true
                 defer { state.produced = nil }
                 return state.produced
             }
-            if let orphan, !BlockingPool.shared.submit({ orphan.stopBlocking() }) {
+            if let orphan, !clusterPool.submit({ orphan.stopBlocking() }) {
                 Thread.detachNewThread { orphan.stopBlocking() }
             }
         }) { () throws -> EmbeddedPostgres in
@@ -164,7 +169,7 @@ public final class EmbeddedPostgres: Sendable {
     /// Stops the server (`pg_ctl stop -m fast`) and removes the directory. Idempotent.
     public func stop() async {
         do {
-            try await BlockingPool.shared.run { self.stopBlocking() }
+            try await Self.clusterPool.run { self.stopBlocking() }
         } catch {
             stopBlocking()
         }
@@ -182,13 +187,23 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     /// Stops the server abruptly (`pg_ctl stop -m immediate`), keeping the data directory: for fault tests.
-    public func killImmediately() throws {
+    public func killImmediately() async throws {
+        try await Self.clusterPool.run { try self.killImmediatelyBlocking() }
+    }
+
+    /// The blocking form of ``killImmediately()``.
+    public func killImmediatelyBlocking() throws {
         try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "immediate", "-w", "stop"], asRoot: getuid() == 0, log: nil)
     }
 
     /// Restarts the server on the same port (`pg_ctl restart -m fast`: every session is terminated), or
-    /// starts it again after ``killImmediately()``. Blocking.
-    public func restart() throws {
+    /// starts it again after ``killImmediately()``; waits on the cluster threads.
+    public func restart() async throws {
+        try await Self.clusterPool.run { try self.restartBlocking() }
+    }
+
+    /// The blocking form of ``restart()``.
+    public func restartBlocking() throws {
         try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-l", dataDirectory + "/server.log", "-m", "fast", "-w", "-t", "60", "-o", serverOptions, "restart"], asRoot: getuid() == 0, log: dataDirectory + "/pg_ctl-restart.log")
     }
 

@@ -73,7 +73,11 @@ import Testing
             let seen = Locked(0)
             let task = Task {
                 for try await _ in try await connection.copyOut("COPY (SELECT generate_series(1, 1000000)) TO STDOUT") {
-                    seen.withLock { $0 += 1 }
+                    if seen.withLock({ $0 += 1; return $0 }) == 1000 {
+                        // A consumer busy elsewhere until it is cancelled: its next `next()` then meets the
+                        // cancellation (whatever the machine's load, the cancel lands mid-COPY).
+                        do { try await Signal().wait() } catch {}
+                    }
                 }
             }
             try await waitUntil("rows arrive") { seen.withLock { $0 } >= 1000 }

@@ -11,7 +11,8 @@ import Testing
     @Test func behindABalancerNoUnrelatedQueryIsEverCancelled() async throws {
         let shapes = try await ProductionShapes.shared()
         let registry = ResourceRegistry()
-        try await withResourceScope("balancer", registry: registry) { scope in
+        // Heavy (servers, helpers, hundreds of cancels): one at a time with the other heavy tests.
+        try await exclusively { try await withResourceScope("balancer", registry: registry) { scope in
             let activity = try await ServerActivity(servers: shapes.servers(behind: .balancer), in: scope)
             // Bring both servers' pid counters to the same value, so that the connections made next through
             // the balancer come in twins: the same pid on A and on B.
@@ -64,7 +65,7 @@ import Testing
             for task in others { task.cancel() }
             for task in others { _ = await task.result }
             await pool.shutdown()
-        }
+        } }
         #expect(registry.liveCount == 0)
     }
 
@@ -73,7 +74,8 @@ import Testing
     @Test func behindPgBouncerEveryCancelStopsTheServerQuery() async throws {
         let shapes = try await ProductionShapes.shared()
         let registry = ResourceRegistry()
-        try await withResourceScope("pgbouncer", registry: registry) { scope in
+        // Heavy (servers, helpers, hundreds of cancels): one at a time with the other heavy tests.
+        try await exclusively { try await withResourceScope("pgbouncer", registry: registry) { scope in
             let activity = try await ServerActivity(servers: shapes.servers(behind: .pgbouncer), in: scope)
             let direct = try await PostgresConnection.connect(shapes.conninfo(.pgbouncer), in: scope)
             #expect(direct.backendPID == nil, "a pooler's key was taken for a backend pid")
@@ -95,7 +97,7 @@ import Testing
             print("pgbouncer: 20 cancels, stopped on the server: median \(Self.median(stoppedIn)), max \(stoppedIn.max() ?? .zero); paths \(statistics)")
             #expect(statistics.fastPath == 0)
             await pool.shutdown()
-        }
+        } }
         #expect(registry.liveCount == 0)
     }
 
@@ -105,7 +107,8 @@ import Testing
         let shapes = try await ProductionShapes.shared()
         let conninfo = shapes.conninfo(.scramTCP)
         let registry = ResourceRegistry()
-        try await withResourceScope("control", registry: registry) { scope in
+        // Heavy (servers, helpers, hundreds of cancels): one at a time with the other heavy tests.
+        try await exclusively { try await withResourceScope("control", registry: registry) { scope in
             let activity = try await ServerActivity(servers: shapes.servers(behind: .scramTCP), in: scope)
             let observer = try await PostgresConnection.connect(shapes.servers(behind: .scramTCP)[0], in: scope)
             let events = registry.events()
@@ -137,7 +140,7 @@ import Testing
             #expect(names(seen).isSuperset(of: expected), "registry events: \(names(seen))")
             #expect(pool.cancelChannel?.controlBackend?.pid != control.pid)
             await pool.shutdown()
-        }
+        } }
         #expect(registry.liveCount == 0)
     }
 
@@ -153,7 +156,7 @@ import Testing
             try await group.waitForAll()
         }
         #expect(pool.idleCount == 8)
-        try await BlockingPool.shared.run { try server.restart() }
+        try await server.restart()
         let outcomes = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<8 { group.addTask { (try? await pool.withConnection { try await $0.query("SELECT 1").count }) == 1 } }
             return await group.reduce(into: [Bool]()) { $0.append($1) }
@@ -166,7 +169,7 @@ import Testing
         try await withResourceScope("restart", registry: ResourceRegistry()) { scope in
             _ = try await ServerActivity(servers: [server.conninfo], in: scope).waitUntilActive(marker)
         }
-        try await BlockingPool.shared.run { try server.restart() }
+        try await server.restart()
         await #expect {
             try await inFlight.value
         } throws: { error in

@@ -17,7 +17,8 @@ import Testing
         let shapes = try await ProductionShapes.shared()
         let conninfo = shapes.conninfo(setup)
         let registry = ResourceRegistry()
-        try await withResourceScope("matrix", registry: registry) { scope in
+        // Heavy (servers, helpers, hundreds of cancels): one at a time with the other heavy tests.
+        try await exclusively { try await withResourceScope("matrix", registry: registry) { scope in
             let activity = try await ServerActivity(servers: shapes.servers(behind: setup), in: scope)
             let pool = mode == .pool ? try PostgresPool(conninfo: conninfo, maxConnections: 2, registry: registry) : nil
             let single = mode == .single ? try await PostgresConnection.connect(conninfo, in: scope) : nil
@@ -46,7 +47,7 @@ import Testing
             let statistics = pool?.cancelStatistics.snapshot ?? single!.cancelStatistics.snapshot
             print("matrix \(setup) / \(mode): green; cancel paths \(statistics)")
             await pool?.shutdown()
-        }
+        } }
         #expect(registry.liveCount == 0)
     }
 }

@@ -14,6 +14,10 @@ public final class BackgroundProcess: Sendable {
     }
 
     public let pid: Int32
+
+    /// The threads that wait for helper processes (`waitpid` blocks): apart from the shared blocking pool,
+    /// whose threads serve the adapters under test (a cancel request must never queue behind an `initdb`).
+    static let waiters = BlockingPool(threadCount: 4, queueLimit: 1_024, name: "rk.test-processes")
     /// Where its stdout and stderr go.
     public let logPath: String
     private let reaped = Locked(false)
@@ -71,7 +75,7 @@ public final class BackgroundProcess: Sendable {
         guard first else { return }
         kill(pid, signal)
         do {
-            try await BlockingPool.shared.run {
+            try await Self.waiters.run {
                 var status: Int32 = 0
                 while waitpid(pid, &status, 0) < 0, errno == EINTR {}
             }

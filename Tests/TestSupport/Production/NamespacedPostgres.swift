@@ -89,7 +89,7 @@ extension BackgroundProcess {
     public static func runToCompletion(_ arguments: [String], logPath: String) async throws -> Int32 {
         let process = try BackgroundProcess(arguments, logPath: logPath)
         let pid = process.pid
-        return try await BlockingPool.shared.run {
+        return try await waiters.run {
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0, errno == EINTR {}
             return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
