@@ -61,8 +61,13 @@ extension PostgresConnection {
     /// pool. Every pooler and balancer forwards it to where the key is valid, or to a server that ignores it.
     private func sendCancelRequest(_ id: ConnectionStateMachine.QueryID) {
         guard let key = state.withLock({ $0.cancelKey }) else {
-            // No BackendKeyData (some proxies): cancellation degrades to closing the connection.
-            state.withLock { $0.machine.lost() }
+            // No BackendKeyData (some proxies): cancellation degrades to shutting the connection down (it is
+            // broken, never reused); the server notices the vanished client within its check interval and
+            // stops the query (see `watchForVanishingWithoutCancelKey`). A non-blocking system call.
+            state.withLock { state in
+                state.machine.lost()
+                if state.conn != nil, state.socket >= 0 { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
+            }
             handle?.report("postgres.cancel.unavailable")
             cancelFinished(id)
             return

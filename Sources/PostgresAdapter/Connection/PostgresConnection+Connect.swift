@@ -54,6 +54,7 @@ extension PostgresConnection {
             try connection.start(resolved)
             try await connection.poll(handle: handle, password: info.password)
             try await connection.verifyBackend()
+            try await connection.watchForVanishingWithoutCancelKey()
         } catch {
             await handle.close()
             throw error
@@ -86,8 +87,9 @@ extension PostgresConnection {
                 let message = status == PGRES_POLLING_FAILED ? String(cString: PQerrorMessage(conn.raw)) : nil
                 if status == PGRES_POLLING_OK {
                     PQsetnonblocking(conn.raw, 1)
-                    state.cancelKey = PQgetCancel(conn.raw).map(PGCancelPointer.init)
                     state.keyPID = PQbackendPID(conn.raw)
+                    // No BackendKeyData (some proxies strip it): a cancel request could carry no key.
+                    state.cancelKey = state.keyPID == 0 ? nil : PQgetCancel(conn.raw).map(PGCancelPointer.init)
                 }
                 return (status, state.socket, message)
             }
@@ -102,6 +104,19 @@ extension PostgresConnection {
             default:
                 try await reactor.wait(for: socket, .writable, boundTo: handle)
             }
+        }
+    }
+
+    /// Without BackendKeyData no cancel request can reach this session: a cancel then shuts the connection
+    /// down instead. So that the server stops the running query when that happens (rather than when the query
+    /// next writes), the session asks to have its client checked every 250 ms
+    /// (`client_connection_check_interval`, PostgreSQL 14 and later; older servers ignore the request).
+    private func watchForVanishingWithoutCancelKey() async throws {
+        guard state.withLock({ $0.keyPID == 0 }) else { return }
+        do {
+            try await execute("SET client_connection_check_interval = 250")
+        } catch let error as PostgresError where error.kind == .server {
+            handle?.report("postgres.connection.noVanishCheck")
         }
     }
 
