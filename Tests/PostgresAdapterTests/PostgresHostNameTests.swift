@@ -1,7 +1,8 @@
-@testable import PostgresAdapter
 import ResourceKit
 import TestSupport
 import Testing
+
+@testable import PostgresAdapter
 
 /// Host names are resolved on the blocking pool and handed to libpq as `hostaddr`, so `PQconnectPoll` never
 /// calls a blocking `getaddrinfo` on the cooperative pool (issue #11, point 6).
@@ -10,7 +11,8 @@ import Testing
         let info = try ConnectionInfo("host=localhost port=5432 user=u")
         #expect(info.hostNamesToResolve == ["localhost"])
         let resolved = try await info.resolvingHostNames(on: .shared, boundTo: nil)
-        let addresses = try #require(resolved.value(of: "hostaddr")).split(separator: ",", omittingEmptySubsequences: false)
+        let addresses = try #require(resolved.value(of: "hostaddr")).split(
+            separator: ",", omittingEmptySubsequences: false)
         let hosts = try #require(resolved.value(of: "host")).split(separator: ",", omittingEmptySubsequences: false)
         #expect(addresses.contains("127.0.0.1") || addresses.contains("::1"))
         #expect(hosts.allSatisfy { $0 == "localhost" } && hosts.count == addresses.count)
@@ -20,8 +22,11 @@ import Testing
     @Test func multiHostListsKeepTheirOrderAndSocketsAndNumbersStayAsTheyAre() async throws {
         let info = try ConnectionInfo("host=/tmp,127.0.0.1,localhost port=1,2,3")
         let resolved = try await info.resolvingHostNames(on: .shared, boundTo: nil)
-        let hosts = try #require(resolved.value(of: "host")).split(separator: ",", omittingEmptySubsequences: false).map(String.init)
-        let addresses = try #require(resolved.value(of: "hostaddr")).split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let hosts = try #require(resolved.value(of: "host")).split(separator: ",", omittingEmptySubsequences: false)
+            .map(String.init)
+        let addresses = try #require(resolved.value(of: "hostaddr")).split(
+            separator: ",", omittingEmptySubsequences: false
+        ).map(String.init)
         let ports = try #require(resolved.value(of: "port")).split(separator: ",").map(String.init)
         #expect(Array(hosts.prefix(2)) == ["/tmp", "127.0.0.1"])
         #expect(Array(addresses.prefix(2)) == ["", ""])
@@ -42,7 +47,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         guard conninfo.contains("host=127.0.0.1") else { return }  // RESOURCEKIT_TEST_POSTGRES names its own host
         try await withResourceScope("localhost", registry: ResourceRegistry()) { scope in
-            let connection = try await PostgresConnection.connect(conninfo.replacingOccurrences(of: "host=127.0.0.1", with: "host=localhost"), in: scope)
+            let connection = try await PostgresConnection.connect(
+                conninfo.replacingOccurrences(of: "host=127.0.0.1", with: "host=localhost"), in: scope)
             #expect(try await connection.query("SELECT 1").count == 1)
         }
     }
@@ -81,16 +87,20 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let received = Locked<[PostgresNotice]>([])
         try await withResourceScope("notices", registry: ResourceRegistry()) { scope in
-            let connection = try await PostgresConnection.connect(conninfo, in: scope, onNotice: { notice in
-                received.withLock { $0.append(notice) }
-            })
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: scope,
+                onNotice: { notice in
+                    received.withLock { $0.append(notice) }
+                })
             try await connection.execute("DO $$ BEGIN RAISE WARNING 'x'; END $$")
         }
         let notices = received.withLock { $0 }
         #expect(notices.count == 1)
         #expect(notices.first?.severity == "WARNING")
         #expect(notices.first?.message == "x")
-        #expect(notices.first.map { !$0.description.contains("x") } == true, "a notice's description must hold no user data")
+        #expect(
+            notices.first.map { !$0.description.contains("x") } == true, "a notice's description must hold no user data"
+        )
     }
 
     @Test func withoutAHandlerANoticeIsARegistryEvent() async throws {
@@ -101,7 +111,9 @@ import Testing
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             try await connection.execute("DO $$ BEGIN RAISE NOTICE 'secret payload'; END $$")
         }
-        let seen = await collectEvents(events) { $0.contains { if case .adapter("postgres.notice.NOTICE") = $0.kind { true } else { false } } }
+        let seen = await collectEvents(events) {
+            $0.contains { if case .adapter("postgres.notice.NOTICE") = $0.kind { true } else { false } }
+        }
         #expect(seen.contains { if case .adapter("postgres.notice.NOTICE") = $0.kind { true } else { false } })
     }
 }

@@ -9,7 +9,9 @@ import Testing
 @Suite struct BulkCommandTests {
     @Test func copyCancelledMidWayLoadsNothing() async throws {
         let conninfo = try await TestDatabase.conninfo()
-        let (status, process) = try await DemoProcess.run(["copy", "--rows", "5000000", "--cancel-after", "200ms", "--postgres", conninfo, "--json"])
+        let (status, process) = try await DemoProcess.run([
+            "copy", "--rows", "5000000", "--cancel-after", "200ms", "--postgres", conninfo, "--json",
+        ])
         #expect(status == 0, "stderr: \(process.standardError)")
         let line = try #require(process.jsonLines.first)
         #expect(line["outcome"] as? String == "cancelled")
@@ -34,7 +36,9 @@ import Testing
         _ = try await process.line(containing: "\"second\"", timeout: .seconds(20))
         process.signal(SIGINT)
         #expect(try await process.exitStatus() == 130)
-        let payloads = process.jsonLines.filter { $0["event"] as? String == "notification" }.compactMap { $0["payload"] as? String }
+        let payloads = process.jsonLines.filter { $0["event"] as? String == "notification" }.compactMap {
+            $0["payload"] as? String
+        }
         #expect(payloads == ["first", "second"])
     }
 }

@@ -9,7 +9,8 @@ import Testing
 /// `serve --metrics`: the registry for operators, over HTTP, from the real binary.
 @Suite struct MetricsEndpointTests {
     /// One HTTP/1.1 request over a fresh loopback connection; the whole response, read to EOF.
-    static func request(_ port: Int, _ raw: String, in scope: ResourceScope) async throws -> (status: Int, body: String) {
+    static func request(_ port: Int, _ raw: String, in scope: ResourceScope) async throws -> (status: Int, body: String)
+    {
         let connection = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
         try await connection.write(raw)
         var bytes: [UInt8] = []
@@ -34,9 +35,12 @@ import Testing
     static func waitUntilServeQueries(_ application: String, observer: PostgresConnection) async throws {
         let deadline = ContinuousClock.now + .seconds(20)
         while try await observer.query(
-            "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'", [application]
+            "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'",
+            [application]
         ).isEmpty {
-            guard ContinuousClock.now < deadline else { throw ConditionNeverHeld(description: "the SLEEP never reached the server") }
+            guard ContinuousClock.now < deadline else {
+                throw ConditionNeverHeld(description: "the SLEEP never reached the server")
+            }
         }
     }
 
@@ -45,9 +49,15 @@ import Testing
 
     /// Starts `serve --metrics`; its Postgres sessions carry `application` as their application name, so that
     /// its queries can be told from other tests' on the shared server.
-    static func startServe(_ conninfo: String, application: String) async throws -> (server: DemoProcess, port: Int, metrics: Int) {
-        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)"])
-        let port = try #require(Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
+    static func startServe(_ conninfo: String, application: String) async throws -> (
+        server: DemoProcess, port: Int, metrics: Int
+    ) {
+        let server = try DemoProcess([
+            "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--postgres",
+            conninfo + " application_name=\(application)",
+        ])
+        let port = try #require(
+            Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
         let url = try await server.line(containing: "metrics on http://")
         let metrics = try #require(Int(url.split(separator: ":").last?.split(separator: "/").first ?? ""))
         return (server, port, metrics)
@@ -70,10 +80,14 @@ import Testing
                 try await Self.waitUntilServeQueries(application, observer: observer)
                 let resources = try await Self.get(metrics, "/resources", in: scope)
                 #expect(resources.status == 200)
-                let items = try #require(try JSONSerialization.jsonObject(with: Data(resources.body.utf8)) as? [[String: Any]])
+                let items = try #require(
+                    try JSONSerialization.jsonObject(with: Data(resources.body.utf8)) as? [[String: Any]])
                 let kinds = Set(items.compactMap { $0["kind"] as? String })
                 #expect(kinds.isSuperset(of: ["socket", "postgres.connection", "socket.listener"]), "\(kinds)")
-                #expect(items.allSatisfy { $0["age_seconds"] is Double && $0["scope"] is String && $0.keys.contains("cancellation") })
+                #expect(
+                    items.allSatisfy {
+                        $0["age_seconds"] is Double && $0["scope"] is String && $0.keys.contains("cancellation")
+                    })
                 print("GET /resources while a client holds SLEEP 30:\n\(resources.body)")
                 client.resetConnection()
             }
@@ -83,8 +97,9 @@ import Testing
                 after = try await Self.get(metrics, "/metrics", in: scope)
             } while Self.sample(after.body, Self.postgresCancels)
                 <= Self.sample(before.body, Self.postgresCancels) && ContinuousClock.now < deadline
-            #expect(Self.sample(after.body, Self.postgresCancels)
-                > Self.sample(before.body, Self.postgresCancels))
+            #expect(
+                Self.sample(after.body, Self.postgresCancels)
+                    > Self.sample(before.body, Self.postgresCancels))
             print("GET /metrics (head):\n\(after.body.split(separator: "\n").prefix(12).joined(separator: "\n"))")
 
             // Bad input: each gets its status and a close; the endpoint keeps answering.
@@ -92,7 +107,10 @@ import Testing
             #expect(try await Self.request(metrics, "POST /metrics HTTP/1.1\r\n\r\n", in: scope).status == 405)
             #expect(try await Self.request(metrics, "garbage\r\n\r\n", in: scope).status == 400)
             #expect(try await Self.request(metrics, "\u{00}\u{ff}\u{fe}\n\n", in: scope).status == 400)
-            #expect(try await Self.request(metrics, "GET /" + String(repeating: "a", count: 10_000) + " HTTP/1.1\r\n\r\n", in: scope).status == 400)
+            #expect(
+                try await Self.request(
+                    metrics, "GET /" + String(repeating: "a", count: 10_000) + " HTTP/1.1\r\n\r\n", in: scope
+                ).status == 400)
             let headerFlood = "GET /metrics HTTP/1.1\r\n" + String(repeating: "X-A: b\r\n", count: 100) + "\r\n"
             #expect(try await Self.request(metrics, headerFlood, in: scope).status == 400)
             // A client that sends nothing is closed when its 5 s deadline passes.
@@ -138,8 +156,11 @@ import Testing
         try config.write(toFile: directory + "/prometheus.yml", atomically: true, encoding: .utf8)
         let prometheusPort = BackgroundProcess.freePort()
         let prometheus = try await BackgroundService.start(
-            ["/usr/bin/prometheus", "--config.file=\(directory)/prometheus.yml", "--storage.tsdb.path=\(directory)/data",
-             "--web.listen-address=127.0.0.1:\(prometheusPort)"],
+            [
+                "/usr/bin/prometheus", "--config.file=\(directory)/prometheus.yml",
+                "--storage.tsdb.path=\(directory)/data",
+                "--web.listen-address=127.0.0.1:\(prometheusPort)",
+            ],
             directory: directory, log: "prometheus.log", port: prometheusPort, stopSignal: SIGTERM
         )
         let query = "sum(resourcekit_adapter_events_total%7Bevent%3D~%22postgres.cancel.%2A%22%7D)"
@@ -161,7 +182,9 @@ import Testing
                 value = ((result?["value"] as? [Any])?.last as? String).flatMap(Double.init) ?? 0
                 if value < 1 { try await Task.sleep(for: .milliseconds(250)) }  // Prometheus scrapes once a second
             }
-            print("Prometheus /api/v1/query?query=sum(resourcekit_adapter_events_total{event=~\"postgres.cancel.*\"}): \(answer)")
+            print(
+                "Prometheus /api/v1/query?query=sum(resourcekit_adapter_events_total{event=~\"postgres.cancel.*\"}): \(answer)"
+            )
             #expect(value >= 1, "Prometheus never saw the cancel: \(answer)")
         }
         await prometheus.stop()

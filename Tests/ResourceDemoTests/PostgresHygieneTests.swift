@@ -10,7 +10,9 @@ import Testing
     /// `RAISE WARNING` would be printed by libpq's default notice processor; with ours, stderr stays empty.
     @Test func aServerWarningPrintsNothing() async throws {
         let conninfo = try await TestDatabase.conninfo()
-        let (status, process) = try await DemoProcess.run(["pg", "--sql", "DO $$ BEGIN RAISE WARNING 'x'; END $$", "--postgres", conninfo])
+        let (status, process) = try await DemoProcess.run([
+            "pg", "--sql", "DO $$ BEGIN RAISE WARNING 'x'; END $$", "--postgres", conninfo,
+        ])
         #expect(status == 0)
         #expect(process.standardError.isEmpty, "stderr: \(process.standardError)")
     }
@@ -31,26 +33,38 @@ import Testing
             ["/usr/bin/cc", "-shared", "-fPIC", "-o", directory + "/gai.so", source, "-ldl", "-lpthread"],
             logPath: directory + "/cc.log"
         )
-        #expect(compiled == 0, "the interposer did not compile: \((try? String(contentsOfFile: directory + "/cc.log", encoding: .utf8)) ?? "")")
+        #expect(
+            compiled == 0,
+            "the interposer did not compile: \((try? String(contentsOfFile: directory + "/cc.log", encoding: .utf8)) ?? "")"
+        )
         let log = directory + "/calls.log"
         let process = try DemoProcess(
-            ["pg", "--sql", "SELECT 1", "--postgres", conninfo.replacingOccurrences(of: "host=127.0.0.1", with: "host=localhost")],
+            [
+                "pg", "--sql", "SELECT 1", "--postgres",
+                conninfo.replacingOccurrences(of: "host=127.0.0.1", with: "host=localhost"),
+            ],
             environment: ["LD_PRELOAD": directory + "/gai.so", "RK_GAI_LOG": log]
         )
         #expect(try await process.exitStatus() == 0, "stderr: \(process.standardError)")
         let calls = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         #expect(calls.contains { $0.hasSuffix("\tlocalhost") }, "the interposer saw no lookup of localhost: \(calls)")
-        #expect(calls.allSatisfy { $0.hasPrefix("rk.blocking") }, "a blocking lookup ran off the blocking pool: \(calls)")
+        #expect(
+            calls.allSatisfy { $0.hasPrefix("rk.blocking") }, "a blocking lookup ran off the blocking pool: \(calls)")
     }
 
     /// Behind PgBouncer the pid libpq holds is the pooler's key: the demo claims no server-side confirmation
     /// it cannot observe, and says why.
     @Test func behindAPoolerTheDemoSaysTheBackendIsNotObservable() async throws {
         let shapes = try await ProductionShapes.shared()
-        let (status, process) = try await DemoProcess.run(["pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "200ms", "--postgres", shapes.conninfo(.pgbouncer)])
+        let (status, process) = try await DemoProcess.run([
+            "pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "200ms", "--postgres", shapes.conninfo(.pgbouncer),
+        ])
         #expect(status == 0, "stderr: \(process.standardError)")
         #expect(process.standardOutput.contains("not observable"), "stdout: \(process.standardOutput)")
-        let (jsonStatus, json) = try await DemoProcess.run(["pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "200ms", "--postgres", shapes.conninfo(.pgbouncer), "--json"])
+        let (jsonStatus, json) = try await DemoProcess.run([
+            "pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "200ms", "--postgres", shapes.conninfo(.pgbouncer),
+            "--json",
+        ])
         #expect(jsonStatus == 0)
         #expect(json.jsonLines.first?["backend_pid"] == nil)
         #expect(json.jsonLines.first?["backend_state"] == nil)

@@ -1,5 +1,6 @@
 import CLibPQ
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif

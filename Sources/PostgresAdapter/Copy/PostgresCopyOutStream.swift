@@ -104,7 +104,9 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
             let step: Step
             do {
                 step = try connection.state.withLock { state -> Step in
-                    guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                    guard let conn = state.conn?.raw else {
+                        throw PostgresError(.connection, "the connection was closed")
+                    }
                     var consumed = false
                     while true {
                         var buffer: UnsafeMutablePointer<CChar>?

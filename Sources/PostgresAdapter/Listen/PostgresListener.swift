@@ -1,5 +1,7 @@
 import CLibPQ
+import Foundation
 public import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -133,21 +135,27 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     /// Reads what arrived, without waiting; under the connection's lock.
     private func drainSocket() -> ([PostgresNotification], Int32, PostgresError?) {
         let result = connection.state.withLock { state -> ([PostgresNotification], Int32, PostgresError?) in
-            guard let conn = state.conn?.raw else { return ([], -1, PostgresError(.connection, "the connection was closed")) }
+            guard let conn = state.conn?.raw else {
+                return ([], -1, PostgresError(.connection, "the connection was closed"))
+            }
             var notifications: [PostgresNotification] = []
             let alive = PQconsumeInput(conn) == 1
             while let notify = PQnotifies(conn) {
-                notifications.append(PostgresNotification(
-                    channel: String(cString: notify.pointee.relname),
-                    payload: String(cString: notify.pointee.extra),
-                    senderPID: notify.pointee.be_pid
-                ))
+                notifications.append(
+                    PostgresNotification(
+                        channel: String(cString: notify.pointee.relname),
+                        payload: String(cString: notify.pointee.extra),
+                        senderPID: notify.pointee.be_pid
+                    ))
                 PQfreemem(notify)
             }
             if !alive {
                 state.machine.lost()
                 let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
-                return (notifications, state.socket, PostgresError(.connection, message.isEmpty ? "the connection was lost" : message))
+                return (
+                    notifications, state.socket,
+                    PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
+                )
             }
             return (notifications, state.socket, nil)
         }
@@ -158,7 +166,8 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     /// Appends under the bound (dropping the oldest), then hands one to a waiting consumer.
     private func deliver(_ notifications: [PostgresNotification]) {
         guard !notifications.isEmpty else { return }
-        let (waiter, first) = buffer.withLock { buffer -> (CancellationCell<PostgresNotification?>?, PostgresNotification?) in
+        let (waiter, first) = buffer.withLock {
+            buffer -> (CancellationCell<PostgresNotification?>?, PostgresNotification?) in
             guard buffer.ended == nil, !buffer.endedCleanly else { return (nil, nil) }
             buffer.items.append(contentsOf: notifications)
             let count = buffer.items.count - buffer.head
@@ -216,12 +225,19 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
         }
         let cell = CancellationCell<PostgresNotification?>()
         do {
-            return try await cell.run(boundTo: handle, onCancel: { [weak self] _ in
-                _ = self?.buffer.withLock { buffer in
-                    if buffer.waiter === cell { buffer.waiter = nil }
+            return try await cell.run(
+                boundTo: handle,
+                onCancel: { [weak self] _ in
+                    _ = self?.buffer.withLock { buffer in
+                        if buffer.waiter === cell { buffer.waiter = nil }
+                    }
                 }
-            }) { cell in
-                enum Immediate { case item(PostgresNotification), ended(any Error), closed, parked }
+            ) { cell in
+                enum Immediate {
+                    case item(PostgresNotification)
+                    case ended(any Error)
+                    case closed, parked
+                }
                 let immediate = buffer.withLock { buffer -> Immediate in
                     if buffer.head < buffer.items.count {
                         defer { buffer.head += 1 }
@@ -275,5 +291,3 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
         handleSlot.withLock { $0 = nil }
     }
 }
-
-import Foundation

@@ -45,9 +45,14 @@ extension PostgresConnection {
         try await flushThen(id) {
             var spunOnce = false
             while true {
-                enum Step { case wait(Int32), done(Bool) }
+                enum Step {
+                    case wait(Int32)
+                    case done(Bool)
+                }
                 let step = try state.withLock { state -> Step in
-                    guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                    guard let conn = state.conn?.raw else {
+                        throw PostgresError(.connection, "the connection was closed")
+                    }
                     if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
                         state.machine.lost()
                         throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
@@ -60,7 +65,8 @@ extension PostgresConnection {
                                 switch (plan[entry], finished) {
                                 case (.prepare, .failure(let error)):
                                     prepareFailure = error
-                                case (.statement, .failure(let error)) where error.kind == .pipelineAborted && prepareFailure != nil:
+                                case (.statement, .failure(let error))
+                                where error.kind == .pipelineAborted && prepareFailure != nil:
                                     results.append(.failure(prepareFailure!))
                                     prepareFailure = nil
                                 case (.statement, _):
@@ -85,7 +91,8 @@ extension PostgresConnection {
                         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
                             if current == nil { current = .success(.from(result)) }
                         case PGRES_PIPELINE_ABORTED:
-                            current = .failure(PostgresError(.pipelineAborted, "skipped: an earlier statement in the pipeline failed"))
+                            current = .failure(
+                                PostgresError(.pipelineAborted, "skipped: an earlier statement in the pipeline failed"))
                         case PGRES_FATAL_ERROR:
                             current = .failure(.server(result))
                         default:
@@ -101,7 +108,11 @@ extension PostgresConnection {
                     return
                 case .wait(let socket):
                     let handle = self.handle
-                    if !spunOnce, Self.becomesReadable(socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true }) {
+                    if !spunOnce,
+                        Self.becomesReadable(
+                            socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true }
+                        )
+                    {
                         spunOnce = true
                         continue
                     }
@@ -111,7 +122,9 @@ extension PostgresConnection {
             }
         }
         // 57014 that we caused (a cancel that landed as the batch ended) is our cancellation.
-        if ourCancelSeen, results.contains(where: { if case .failure(let error) = $0 { error.isQueryCanceled } else { false } }) {
+        if ourCancelSeen,
+            results.contains(where: { if case .failure(let error) = $0 { error.isQueryCanceled } else { false } })
+        {
             throw handle?.cancellationReason?.error ?? CancellationError()
         }
         return results
@@ -160,7 +173,8 @@ extension PostgresConnection {
                         return PQsendQueryPrepared(conn, "", Int32(statement.binds.count), values, nil, nil, 0)
                     }
                     return types.withUnsafeBufferPointer { types in
-                        PQsendQueryParams(conn, statement.sql, Int32(statement.binds.count), types.baseAddress, values, nil, nil, 0)
+                        PQsendQueryParams(
+                            conn, statement.sql, Int32(statement.binds.count), types.baseAddress, values, nil, nil, 0)
                     }
                 }
                 plan.append(.statement)

@@ -63,7 +63,8 @@ public enum PrometheusExposition {
         }
 
         let events = "resourcekit_adapter_events_total"
-        family(&text, events, "counter", "Events adapters reported, by name (for Postgres: which path each cancel took).")
+        family(
+            &text, events, "counter", "Events adapters reported, by name (for Postgres: which path each cancel took).")
         for kind in sortedKinds {
             for (name, count) in (snapshot.counters[kind]?.adapterEvents ?? [:]).sorted(by: { $0.key < $1.key }) {
                 sample(&text, events, ["kind": kind, "event": name], Double(count))
@@ -90,7 +91,8 @@ public enum PrometheusExposition {
     }
 
     private static func sample(_ text: inout String, _ name: String, _ labels: [String: String], _ value: Double) {
-        let rendered = labels.sorted { $0.key < $1.key }.map { "\($0.key)=\"\(escape($0.value))\"" }.joined(separator: ",")
+        let rendered = labels.sorted { $0.key < $1.key }.map { "\($0.key)=\"\(escape($0.value))\"" }.joined(
+            separator: ",")
         text += "\(name){\(rendered)} \(number(value))\n"
     }
 

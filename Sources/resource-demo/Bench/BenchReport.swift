@@ -26,13 +26,14 @@ enum BenchReport {
             guard let figure = seconds(row.figure) else { continue }
             if let index = groups.firstIndex(where: { $0.title == row.figure.name }) {
                 if let reference = row.reference, let values = seconds(reference),
-                   !groups[index].series.contains(where: { $0.label == reference.name })
+                    !groups[index].series.contains(where: { $0.label == reference.name })
                 {
                     groups[index].series.append(Series(label: reference.name, seconds: values, isReference: true))
                 }
                 continue
             }
-            var group = Group(title: row.figure.name, series: [Series(label: "ResourceKit", seconds: figure, isReference: false)])
+            var group = Group(
+                title: row.figure.name, series: [Series(label: "ResourceKit", seconds: figure, isReference: false)])
             if let reference = row.reference, let values = seconds(reference) {
                 group.series.append(Series(label: reference.name, seconds: values, isReference: true))
             }
@@ -61,24 +62,32 @@ enum BenchReport {
         let (left, right, width) = (330.0, 90.0, 1100.0)
         let plotWidth = width - left - right
         func x(_ value: Double) -> Double { left + (log10(value) - low) / max(high - low, 1) * plotWidth }
-        let rowHeight = 22.0, groupGap = 30.0, top = 70.0
+        let rowHeight = 22.0
+        let groupGap = 30.0
+        let top = 70.0
         var y = top
         var body = ""
         for group in groups {
             body += text(12, y - 6, escape(group.title), weight: "bold")
             for series in group.series {
                 let sorted = series.seconds.sorted()
-                func q(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))] }
+                func q(_ p: Double) -> Double {
+                    sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))]
+                }
                 let color = series.isReference ? "#8a8a8a" : "#1f6fb2"
                 let mid = y + rowHeight / 2
                 body += text(24, mid + 4, escape(series.label), size: 11, fill: series.isReference ? "#555" : "#111")
                 for (index, value) in sorted.enumerated() {
                     let jitter = Double((index * 7919) % 11) - 5
-                    body += "<circle cx=\"\(f(x(value)))\" cy=\"\(f(mid + jitter * 0.8))\" r=\"1.6\" fill=\"\(color)\" fill-opacity=\"0.35\"/>\n"
+                    body +=
+                        "<circle cx=\"\(f(x(value)))\" cy=\"\(f(mid + jitter * 0.8))\" r=\"1.6\" fill=\"\(color)\" fill-opacity=\"0.35\"/>\n"
                 }
-                body += "<line x1=\"\(f(x(q(0.1))))\" y1=\"\(f(mid))\" x2=\"\(f(x(q(0.9))))\" y2=\"\(f(mid))\" stroke=\"\(color)\" stroke-width=\"1\"/>\n"
-                body += "<rect x=\"\(f(x(q(0.25))))\" y=\"\(f(mid - 6))\" width=\"\(f(max(x(q(0.75)) - x(q(0.25)), 1)))\" height=\"12\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"1.2\"/>\n"
-                body += "<line x1=\"\(f(x(q(0.5))))\" y1=\"\(f(mid - 8))\" x2=\"\(f(x(q(0.5))))\" y2=\"\(f(mid + 8))\" stroke=\"\(color)\" stroke-width=\"2.5\"/>\n"
+                body +=
+                    "<line x1=\"\(f(x(q(0.1))))\" y1=\"\(f(mid))\" x2=\"\(f(x(q(0.9))))\" y2=\"\(f(mid))\" stroke=\"\(color)\" stroke-width=\"1\"/>\n"
+                body +=
+                    "<rect x=\"\(f(x(q(0.25))))\" y=\"\(f(mid - 6))\" width=\"\(f(max(x(q(0.75)) - x(q(0.25)), 1)))\" height=\"12\" fill=\"none\" stroke=\"\(color)\" stroke-width=\"1.2\"/>\n"
+                body +=
+                    "<line x1=\"\(f(x(q(0.5))))\" y1=\"\(f(mid - 8))\" x2=\"\(f(x(q(0.5))))\" y2=\"\(f(mid + 8))\" stroke=\"\(color)\" stroke-width=\"2.5\"/>\n"
                 body += text(width - right + 8, mid + 4, duration(q(0.5)), size: 11, fill: color)
                 y += rowHeight
             }
@@ -89,7 +98,8 @@ enum BenchReport {
         var decade = low
         while decade <= high {
             let position = x(pow(10, decade))
-            axis += "<line x1=\"\(f(position))\" y1=\"\(f(top - 20))\" x2=\"\(f(position))\" y2=\"\(f(bottom - groupGap))\" stroke=\"#ddd\"/>\n"
+            axis +=
+                "<line x1=\"\(f(position))\" y1=\"\(f(top - 20))\" x2=\"\(f(position))\" y2=\"\(f(bottom - groupGap))\" stroke=\"#ddd\"/>\n"
             axis += text(position - 18, bottom - groupGap + 16, decadeLabel(Int(decade)), size: 11, fill: "#444")
             decade += 1
         }
@@ -105,7 +115,9 @@ enum BenchReport {
             """
     }
 
-    private static func text(_ x: Double, _ y: Double, _ content: String, size: Int = 13, weight: String = "normal", fill: String = "#111") -> String {
+    private static func text(
+        _ x: Double, _ y: Double, _ content: String, size: Int = 13, weight: String = "normal", fill: String = "#111"
+    ) -> String {
         "<text x=\"\(f(x))\" y=\"\(f(y))\" font-size=\"\(size)\" font-weight=\"\(weight)\" fill=\"\(fill)\">\(content)</text>\n"
     }
 

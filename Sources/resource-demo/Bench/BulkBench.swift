@@ -29,7 +29,9 @@ enum BulkBench {
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
         // Warm: every pooled connection open.
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<16 { group.addTask { _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.05)") } } }
+            for _ in 0..<16 {
+                group.addTask { _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.05)") } }
+            }
             try await group.waitForAll()
         }
         for _ in 0..<batches {
@@ -39,7 +41,9 @@ enum BulkBench {
                 for task in 0..<64 {
                     group.addTask {
                         for index in 0..<(queries / 64) {
-                            _ = try await pool.withConnection { try await $0.query("SELECT $1::int", [task * 1_000_000 + index]) }
+                            _ = try await pool.withConnection {
+                                try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
+                            }
                         }
                     }
                 }
@@ -88,7 +92,9 @@ enum BulkBench {
         text = ""
         let file = directory + "/rows.tsv"
         try Data(data).write(to: URL(fileURLWithPath: file))
-        let chunks = stride(from: 0, to: data.count, by: 65_536).map { Array(data[$0..<Swift.min($0 + 65_536, data.count)]) }
+        let chunks = stride(from: 0, to: data.count, by: 65_536).map {
+            Array(data[$0..<Swift.min($0 + 65_536, data.count)])
+        }
         let select = "SELECT n, 'row ' || n FROM generate_series(1, \(rows)) AS n"
         try await withResourceScope("bench.copy", registry: ResourceRegistry()) { scope in
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
@@ -106,7 +112,8 @@ enum BulkBench {
 
                 try await connection.execute("TRUNCATE resource_bench_copy")
                 start = .now
-                let loaded = try await connection.copyIn("COPY resource_bench_copy FROM STDIN", from: Chunks(chunks: chunks))
+                let loaded = try await connection.copyIn(
+                    "COPY resource_bench_copy FROM STDIN", from: Chunks(chunks: chunks))
                 figures.inOurs.values.append(Double(loaded) / seconds(since: start))
 
                 try await connection.execute("TRUNCATE resource_bench_copy")
@@ -151,7 +158,9 @@ enum BulkBench {
             while waitpid(pid, &status, 0) < 0, errno == EINTR {}
             return status
         }
-        guard status == 0 else { throw PostgresError(.connection, "psql failed (status \(status)); is the PostgreSQL client installed?") }
+        guard status == 0 else {
+            throw PostgresError(.connection, "psql failed (status \(status)); is the PostgreSQL client installed?")
+        }
     }
 
     static func seconds(since start: ContinuousClock.Instant) -> Double {
@@ -159,7 +168,9 @@ enum BulkBench {
     }
 
     /// A pipeline of `statements` `SELECT $1::int` against as many sequential queries, same connection.
-    static func pipeline(statements: Int, rounds: Int, conninfo: String) async throws -> (pipeline: Samples, sequential: Samples) {
+    static func pipeline(statements: Int, rounds: Int, conninfo: String) async throws -> (
+        pipeline: Samples, sequential: Samples
+    ) {
         var pipelined = Samples("pipeline of 1000 SELECT $1::int", unit: "qps")
         var sequential = Samples("1000 sequential SELECT $1::int, same connection", unit: "qps")
         try await withResourceScope("bench.pipeline", registry: ResourceRegistry()) { scope in
@@ -168,7 +179,9 @@ enum BulkBench {
             for _ in 0..<rounds {
                 var start = ContinuousClock.now
                 let results = try await connection.pipeline(batch)
-                guard results.allSatisfy({ (try? $0.get()) != nil }) else { throw PostgresError(.invalidQuery, "a pipelined statement failed") }
+                guard results.allSatisfy({ (try? $0.get()) != nil }) else {
+                    throw PostgresError(.invalidQuery, "a pipelined statement failed")
+                }
                 pipelined.values.append(Double(statements) / seconds(since: start))
                 start = .now
                 for index in 0..<statements { _ = try await connection.query("SELECT $1::int", [index]) }

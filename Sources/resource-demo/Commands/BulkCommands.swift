@@ -27,7 +27,9 @@ enum BulkCommands {
                             line.set("sender_pid", .int(Int64(notification.senderPID)))
                             Console.line(line.text)
                         } else {
-                            Console.line("\(notification.channel): \(notification.payload) (from backend \(notification.senderPID))")
+                            Console.line(
+                                "\(notification.channel): \(notification.payload) (from backend \(notification.senderPID))"
+                            )
                         }
                     }
                     return count
@@ -58,10 +60,13 @@ enum BulkCommands {
                 try await connection.execute("CREATE TEMPORARY TABLE resource_demo_copy (n int8, label text)")
                 let sent = Locked(0)
                 let report = await runCancellable(cancelAfter: cancelAfter) {
-                    try await connection.copyIn("COPY resource_demo_copy FROM STDIN", from: GeneratedRows(count: rows, sent: sent))
+                    try await connection.copyIn(
+                        "COPY resource_demo_copy FROM STDIN", from: GeneratedRows(count: rows, sent: sent))
                 }
                 // The server's own count, on the same connection (its next operation finishes the aborted COPY).
-                let held = try await connection.query("SELECT count(*) FROM resource_demo_copy").first?.decode(Int.self, at: 0) ?? -1
+                let held =
+                    try await connection.query("SELECT count(*) FROM resource_demo_copy").first?.decode(Int.self, at: 0)
+                    ?? -1
                 if json {
                     var line = report.json
                     line.set("command", .string("copy"))
@@ -73,7 +78,9 @@ enum BulkCommands {
                     case .completed(let loaded):
                         Console.line("COPY loaded \(loaded) rows; the table holds \(held)")
                     case .cancelled:
-                        Console.line("COPY cancelled after \(sent.withLock { $0 }) rows were sent (returned \(report.cancelToReturn?.millisecondsText ?? "?") after the cancel); the table holds \(held) rows: nothing was committed")
+                        Console.line(
+                            "COPY cancelled after \(sent.withLock { $0 }) rows were sent (returned \(report.cancelToReturn?.millisecondsText ?? "?") after the cancel); the table holds \(held) rows: nothing was committed"
+                        )
                     case .deadlineExceeded:
                         Console.line("deadline exceeded; the table holds \(held) rows")
                     case .failed(let error):

@@ -29,7 +29,7 @@ enum MetricsEndpoint {
     static func route(requestLine: String) -> Route {
         let parts = requestLine.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[2].hasPrefix("HTTP/1."), parts[1].hasPrefix("/"), !parts[0].isEmpty,
-              parts[0].allSatisfy({ $0.isUppercase })
+            parts[0].allSatisfy({ $0.isUppercase })
         else { return .badRequest }
         let path = parts[1].split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
         guard path == "/metrics" || path == "/resources" else { return .notFound }
@@ -41,13 +41,16 @@ enum MetricsEndpoint {
     static func response(for route: Route, registry: ResourceRegistry, head: Bool = false) -> String {
         let (status, type, body): (String, String, String)
         switch route {
-        case .metrics: (status, type, body) = ("200 OK", PrometheusExposition.contentType, registry.prometheusExposition())
+        case .metrics:
+            (status, type, body) = ("200 OK", PrometheusExposition.contentType, registry.prometheusExposition())
         case .resources: (status, type, body) = ("200 OK", "application/json", resourcesJSON(registry.snapshot()))
         case .badRequest: (status, type, body) = ("400 Bad Request", "text/plain", "bad request\n")
-        case .notFound: (status, type, body) = ("404 Not Found", "text/plain", "not found (try /metrics or /resources)\n")
+        case .notFound:
+            (status, type, body) = ("404 Not Found", "text/plain", "not found (try /metrics or /resources)\n")
         case .methodNotAllowed: (status, type, body) = ("405 Method Not Allowed", "text/plain", "only GET\n")
         }
-        var text = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n"
+        var text =
+            "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n"
         if route == .methodNotAllowed { text += "Allow: GET, HEAD\r\n" }
         return text + "\r\n" + (head ? "" : body)
     }
@@ -71,7 +74,9 @@ enum MetricsEndpoint {
             }
             return item
         }
-        let data = (try? JSONSerialization.data(withJSONObject: items, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("[]".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: items, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("[]".utf8)
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 
@@ -105,7 +110,8 @@ enum MetricsEndpoint {
                                     try await Task.sleep(for: requestDeadline)
                                     scope.cancel()
                                 }
-                                let reply = admitted
+                                let reply =
+                                    admitted
                                     ? try await answer(connection, registry: registry)
                                     : "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                                 if let reply { try await connection.write(reply) }

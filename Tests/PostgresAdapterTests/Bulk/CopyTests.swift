@@ -57,7 +57,9 @@ import Testing
             }
             #expect(chunks.count == 1000)
             #expect(chunks.first == "1\n" && chunks.last == "1000\n")
-            await #expect { try await connection.copyOut("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .invalidQuery }
+            await #expect { try await connection.copyOut("SELECT 1") } throws: {
+                ($0 as? PostgresError)?.kind == .invalidQuery
+            }
             #expect(try await connection.query("SELECT 1").count == 1)
         }
     }
@@ -73,7 +75,10 @@ import Testing
             let seen = Locked(0)
             let task = Task {
                 for try await _ in try await connection.copyOut("COPY (SELECT generate_series(1, 1000000)) TO STDOUT") {
-                    if seen.withLock({ $0 += 1; return $0 }) == 1000 {
+                    if seen.withLock({
+                        $0 += 1
+                        return $0
+                    }) == 1000 {
                         // A consumer busy elsewhere until it is cancelled: its next `next()` then meets the
                         // cancellation (whatever the machine's load, the cancel lands mid-COPY).
                         do { try await Signal().wait() } catch {}
@@ -96,9 +101,13 @@ import Testing
         try await withResourceScope("copy", registry: ResourceRegistry()) { scope in
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let table = try await Self.table(connection)
-            let loaded = try await connection.copyIn("COPY \(table) FROM STDIN", from: Rows(from: 1, to: 100_000, perChunk: 5_000, produced: Locked(0)))
+            let loaded = try await connection.copyIn(
+                "COPY \(table) FROM STDIN", from: Rows(from: 1, to: 100_000, perChunk: 5_000, produced: Locked(0)))
             #expect(loaded == 100_000)
-            #expect(try await connection.query("SELECT count(*), sum(a) FROM \(table)").first.map { try ($0.decode(Int.self, at: 0), $0.decode(Int.self, at: 1)) }! == (100_000, 5_000_050_000))
+            #expect(
+                try await connection.query("SELECT count(*), sum(a) FROM \(table)").first.map {
+                    try ($0.decode(Int.self, at: 0), $0.decode(Int.self, at: 1))
+                }! == (100_000, 5_000_050_000))
             try await connection.execute("DROP TABLE \(table)")
         }
     }

@@ -47,8 +47,12 @@ import Testing
             await #expect(throws: CancellationError.self) { try await consumer.value }
             #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
             let start = ContinuousClock.now
-            while try await TestDatabase.backendState(pid, observer: observer) != nil, ContinuousClock.now - start < .seconds(2) {}
-            #expect(try await TestDatabase.backendState(pid, observer: observer) == nil, "the listening session is still there")
+            while try await TestDatabase.backendState(pid, observer: observer) != nil,
+                ContinuousClock.now - start < .seconds(2)
+            {}
+            #expect(
+                try await TestDatabase.backendState(pid, observer: observer) == nil,
+                "the listening session is still there")
             await #expect(throws: CancellationError.self) { _ = try await listener.next() }
         }
     }
@@ -58,7 +62,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let channel = Self.channel()
         try await withResourceScope("listen", registry: ResourceRegistry()) { scope in
-            let listener = try await PostgresListener.listen(to: [channel], conninfo: conninfo, in: scope, bufferLimit: 10)
+            let listener = try await PostgresListener.listen(
+                to: [channel], conninfo: conninfo, in: scope, bufferLimit: 10)
             let sender = try await PostgresConnection.connect(conninfo, in: scope)
             try await sender.execute("SELECT pg_notify($1, g::text) FROM generate_series(1, 50) AS g", [channel])
             try await waitUntil("the reader drained the burst") { listener.droppedCount == 40 }
@@ -77,7 +82,8 @@ import Testing
         let registry = ResourceRegistry()
         var pid: Int32 = 0
         try await withResourceScope("listen", registry: registry) { scope in
-            let listener = try await PostgresListener.listen(to: [Self.channel()], conninfo: conninfo, in: scope, registry: registry)
+            let listener = try await PostgresListener.listen(
+                to: [Self.channel()], conninfo: conninfo, in: scope, registry: registry)
             pid = listener.backendPID ?? 0
         }
         #expect(registry.liveCount == 0)
@@ -98,7 +104,8 @@ import Testing
             let kit = AdapterConformance<PostgresListener>(
                 "PostgresListener",
                 make: { scope in
-                    try await PostgresListener.listen(to: ["rk_kit_\(UInt32.random(in: 0...UInt32.max))"], conninfo: conninfo, in: scope)
+                    try await PostgresListener.listen(
+                        to: ["rk_kit_\(UInt32.random(in: 0...UInt32.max))"], conninfo: conninfo, in: scope)
                 },
                 blockingOperation: { listener in _ = try await listener.next() },
                 completeOperation: { listener in

@@ -50,7 +50,9 @@ import Testing
             ])
             let values = try mixed.map { try $0.get().rows.first?.values.first ?? nil }
             #expect(values == ["1", "2", "three", "4", "5", "6"])
-            let broken = try await connection.pipeline([PostgresStatement("SELEKT $1::int", [1]), PostgresStatement("SELEKT $1::int", [2])])
+            let broken = try await connection.pipeline([
+                PostgresStatement("SELEKT $1::int", [1]), PostgresStatement("SELEKT $1::int", [2]),
+            ])
             guard case .failure(let syntax) = broken[0], case .failure(let skipped) = broken[1] else {
                 Issue.record("expected failures, got \(broken)")
                 return
@@ -68,7 +70,10 @@ import Testing
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let pid = try #require(connection.backendPID)
             let task = Task {
-                try await connection.pipeline([PostgresStatement("SELECT 1"), PostgresStatement("SELECT pg_sleep(30)"), PostgresStatement("SELECT 3")])
+                try await connection.pipeline([
+                    PostgresStatement("SELECT 1"), PostgresStatement("SELECT pg_sleep(30)"),
+                    PostgresStatement("SELECT 3"),
+                ])
             }
             try await TestDatabase.waitUntilActive(pid, observer: observer)
             task.cancel()
@@ -87,7 +92,10 @@ import Testing
             var (completed, cancelled, stray, other) = (0, 0, 0, 0)
             for _ in 0..<1_000 {
                 let task = Task {
-                    try await connection.pipeline([PostgresStatement("SELECT pg_sleep(0.001)"), PostgresStatement("SELECT 1"), PostgresStatement("SELECT 2")])
+                    try await connection.pipeline([
+                        PostgresStatement("SELECT pg_sleep(0.001)"), PostgresStatement("SELECT 1"),
+                        PostgresStatement("SELECT 2"),
+                    ])
                 }
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...3_000)))
                 task.cancel()
@@ -96,13 +104,17 @@ import Testing
                 case .failure(let error) where error is CancellationError: cancelled += 1
                 case .failure: other += 1
                 }
-                for result in try await connection.pipeline([PostgresStatement("SELECT 1"), PostgresStatement("SELECT 2")]) {
+                for result in try await connection.pipeline([
+                    PostgresStatement("SELECT 1"), PostgresStatement("SELECT 2"),
+                ]) {
                     if case .failure(let error) = result {
                         if error.isQueryCanceled { stray += 1 } else { other += 1 }
                     }
                 }
             }
-            print("pipeline late-cancel stress: \(completed) completed, \(cancelled) cancelled, \(stray) stray 57014, \(other) other errors")
+            print(
+                "pipeline late-cancel stress: \(completed) completed, \(cancelled) cancelled, \(stray) stray 57014, \(other) other errors"
+            )
             #expect(stray == 0)
             #expect(other == 0)
             #expect(cancelled > 0)

@@ -10,7 +10,8 @@ import Testing
     @Test func withoutACancelKeyACancelStillStopsTheServerQuery() async throws {
         let server = try await TestDatabase.privateCluster()
         let proxy = try await KeylessProxy.start(upstream: server.port)
-        let conninfo = "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres sslmode=disable connect_timeout=10"
+        let conninfo =
+            "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres sslmode=disable connect_timeout=10"
         let registry = ResourceRegistry()
         do {
             try await withResourceScope("keyless", registry: registry) { scope in
@@ -27,13 +28,17 @@ import Testing
                 #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
                 #expect(connection.isBroken, "a connection that could not be cancelled must not be reused")
                 let stopped = try await activity.waitUntilStopped(marker, within: .seconds(5))
-                print("no BackendKeyData: the query stopped on the server \(stopped.map { "\($0)" } ?? "never") after the cancel")
+                print(
+                    "no BackendKeyData: the query stopped on the server \(stopped.map { "\($0)" } ?? "never") after the cancel"
+                )
                 #expect(stopped != nil, "the server query ran on")
 
                 // A pool replaces such a connection: the next query succeeds.
                 let pool = try PostgresPool(conninfo: conninfo, maxConnections: 1, registry: registry)
                 let next = statementMarker("keyless-pool")
-                let pooled = Task { try await pool.withConnection { try await $0.execute("SELECT pg_sleep(30) /* \(next) */") } }
+                let pooled = Task {
+                    try await pool.withConnection { try await $0.execute("SELECT pg_sleep(30) /* \(next) */") }
+                }
                 _ = try await activity.waitUntilActive(next)
                 pooled.cancel()
                 await #expect(throws: CancellationError.self) { try await pooled.value }

@@ -1,5 +1,6 @@
-@testable import PostgresAdapter
 import Testing
+
+@testable import PostgresAdapter
 
 /// The pool's decisions as a pure value: no server, no I/O.
 @Suite struct PoolStateMachineTests {

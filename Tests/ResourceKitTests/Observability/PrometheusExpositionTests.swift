@@ -1,7 +1,8 @@
 import Foundation
-@testable import ResourceKit
 import TestSupport
 import Testing
+
+@testable import ResourceKit
 
 /// The registry in the Prometheus text format, checked by Prometheus's own `promtool`.
 @Suite struct PrometheusExpositionTests {
@@ -16,8 +17,10 @@ import Testing
         let hanging = ResourceKind(name: "test.hanging-close", closeTimeout: .milliseconds(50))
         try await withResourceScope("metrics", registry: registry) { scope in
             _ = try await scope.register(RecordingResource("a", log: log), kind: quick, label: "a")
-            _ = try await scope.register(RecordingResource("b", log: log, behaviour: .throwing), kind: quick, label: "b")
-            _ = try await scope.register(RecordingResource("c", log: log, behaviour: .hanging), kind: hanging, label: "c")
+            _ = try await scope.register(
+                RecordingResource("b", log: log, behaviour: .throwing), kind: quick, label: "b")
+            _ = try await scope.register(
+                RecordingResource("c", log: log, behaviour: .hanging), kind: hanging, label: "c")
         }
         // a cancellation with a measured latency: a pipe read cancelled through its handle
         let pipe = try PipeResource()
@@ -36,7 +39,8 @@ import Testing
             registry.snapshot().counters["test.quick-close"]?.leakedByReason[.deinitializedWithoutClose] == 1
         }
         // one live resource, with a label that must not appear in the exposition
-        let live = try registry.register(RecordingResource("e", log: log), kind: ResourceKind(name: "test.\"odd\"\\kind"), label: "secret-label")
+        let live = try registry.register(
+            RecordingResource("e", log: log), kind: ResourceKind(name: "test.\"odd\"\\kind"), label: "secret-label")
         return (registry, live)
     }
 
@@ -49,7 +53,8 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: file) }
         let output = file + ".out"
         defer { try? FileManager.default.removeItem(atPath: output) }
-        let status = try await BackgroundProcess.runToCompletion(["/bin/sh", "-c", "promtool check metrics < \(file)"], logPath: output)
+        let status = try await BackgroundProcess.runToCompletion(
+            ["/bin/sh", "-c", "promtool check metrics < \(file)"], logPath: output)
         let said = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         print("promtool check metrics: exit \(status), output: \(said.isEmpty ? "(none)" : said)")
         #expect(status == 0, "promtool: \(said)")
@@ -98,12 +103,14 @@ import Testing
 
     @Test func aSinkSeesEveryEventAndNoSinkIsTheDefault() async throws {
         let seen = Locked<[String]>([])
-        let registry = ResourceRegistry(sink: ClosureEventSink { event in
-            seen.withLock { $0.append("\(event.kind)") }
-        })
+        let registry = ResourceRegistry(
+            sink: ClosureEventSink { event in
+                seen.withLock { $0.append("\(event.kind)") }
+            })
         #expect(ResourceRegistry().eventSink == nil)
         try await withResourceScope("sink", registry: registry) { scope in
-            let handle = try await scope.register(RecordingResource("a", log: CloseLog()), kind: ResourceKind(name: "test.sink"), label: "a")
+            let handle = try await scope.register(
+                RecordingResource("a", log: CloseLog()), kind: ResourceKind(name: "test.sink"), label: "a")
             handle.cancel()
         }
         let kinds = seen.withLock { $0 }
@@ -112,7 +119,8 @@ import Testing
         #expect(kinds.last?.hasPrefix("closed") == true)
         registry.eventSink = nil
         try await withResourceScope("quiet", registry: registry) { scope in
-            _ = try await scope.register(RecordingResource("b", log: CloseLog()), kind: ResourceKind(name: "test.sink"), label: "b")
+            _ = try await scope.register(
+                RecordingResource("b", log: CloseLog()), kind: ResourceKind(name: "test.sink"), label: "b")
         }
         #expect(seen.withLock { $0.count } == 3)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -108,7 +109,9 @@ public final class BackgroundProcess: Sendable {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         } == 0
     }
 
@@ -128,7 +131,9 @@ public final class BackgroundService: Sendable {
     private let stopSignal: Int32
 
     /// Starts `arguments` (logging to `directory/<log>`) and waits until it listens on `port`.
-    public static func start(_ arguments: [String], directory: String, log: String, port: Int, stopSignal: Int32) async throws -> BackgroundService {
+    public static func start(_ arguments: [String], directory: String, log: String, port: Int, stopSignal: Int32)
+        async throws -> BackgroundService
+    {
         let process = try BackgroundProcess(arguments, logPath: directory + "/" + log)
         let service = BackgroundService(port: port, directory: directory, process: process, stopSignal: stopSignal)
         do {

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -64,10 +65,11 @@ public final class KeylessProxy: Sendable {
     public static func start(upstream: Int) async throws -> KeylessProxy {
         let directory = try makeDirectory("resourcekit-keyless")
         let port = BackgroundProcess.freePort()
-        return KeylessProxy(service: try await BackgroundService.start(
-            ["/usr/bin/env", "python3", "-c", script, String(port), String(upstream)],
-            directory: directory, log: "proxy.log", port: port, stopSignal: SIGKILL
-        ))
+        return KeylessProxy(
+            service: try await BackgroundService.start(
+                ["/usr/bin/env", "python3", "-c", script, String(port), String(upstream)],
+                directory: directory, log: "proxy.log", port: port, stopSignal: SIGKILL
+            ))
     }
 
     private init(service: BackgroundService) {

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresAdapter
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,14 +26,18 @@ public final class NamespacedPostgres: Sendable {
             logPath: directory + "/initdb.log"
         )
         guard status == 0 else {
-            throw BackgroundProcess.Failure(description: "initdb failed: \((try? String(contentsOfFile: directory + "/initdb.log", encoding: .utf8)) ?? "")")
+            throw BackgroundProcess.Failure(
+                description:
+                    "initdb failed: \((try? String(contentsOfFile: directory + "/initdb.log", encoding: .utf8)) ?? "")")
         }
         let port = BackgroundProcess.freePort()
         let service = try await BackgroundService.start(
-            ["/usr/bin/unshare", "--pid", "--fork", "--kill-child=SIGQUIT"] + asPostgresUser([
-                bin + "/postgres", "-D", data, "-p", String(port), "-k", directory, "-c", "listen_addresses=127.0.0.1",
-                "-c", "autovacuum=off", "-c", "fsync=off", "-c", "max_connections=100",
-            ]),
+            ["/usr/bin/unshare", "--pid", "--fork", "--kill-child=SIGQUIT"]
+                + asPostgresUser([
+                    bin + "/postgres", "-D", data, "-p", String(port), "-k", directory, "-c",
+                    "listen_addresses=127.0.0.1",
+                    "-c", "autovacuum=off", "-c", "fsync=off", "-c", "max_connections=100",
+                ]),
             directory: directory, log: "server.log", port: port, stopSignal: SIGTERM
         )
         let server = NamespacedPostgres(service: service)

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,7 +18,8 @@ public final class PgBouncerProcess: Sendable {
     /// Starts PgBouncer for the server at 127.0.0.1:`serverPort`.
     public static func start(serverPort: Int, password: String?) async throws -> PgBouncerProcess {
         guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/pgbouncer") else {
-            throw BackgroundProcess.Failure(description: "pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
+            throw BackgroundProcess.Failure(
+                description: "pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
         }
         let directory = try makeDirectory("resourcekit-pgbouncer")
         let port = BackgroundProcess.freePort()
@@ -41,10 +43,11 @@ public final class PgBouncerProcess: Sendable {
         try ini.write(toFile: directory + "/pgbouncer.ini", atomically: true, encoding: .utf8)
         try "\"postgres\" \"\"\n".write(toFile: directory + "/users.txt", atomically: true, encoding: .utf8)
         try ownByPostgres(directory, files: ["pgbouncer.ini", "users.txt"])
-        return PgBouncerProcess(service: try await BackgroundService.start(
-            asPostgresUser(["/usr/sbin/pgbouncer", directory + "/pgbouncer.ini"]),
-            directory: directory, log: "stdout.log", port: port, stopSignal: SIGINT
-        ))
+        return PgBouncerProcess(
+            service: try await BackgroundService.start(
+                asPostgresUser(["/usr/sbin/pgbouncer", directory + "/pgbouncer.ini"]),
+                directory: directory, log: "stdout.log", port: port, stopSignal: SIGINT
+            ))
     }
 
     private init(service: BackgroundService) {

@@ -55,7 +55,10 @@ public final class ProductionShapes: Sendable {
         try await startup.value
     }
 
-    private init(secured: EmbeddedPostgres, bouncer: PgBouncerProcess, serverA: NamespacedPostgres, serverB: NamespacedPostgres, balancer: RoundRobinProxy) {
+    private init(
+        secured: EmbeddedPostgres, bouncer: PgBouncerProcess, serverA: NamespacedPostgres, serverB: NamespacedPostgres,
+        balancer: RoundRobinProxy
+    ) {
         self.secured = secured
         self.bouncer = bouncer
         self.serverA = serverA

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -52,10 +53,11 @@ public final class RoundRobinProxy: Sendable {
     public static func start(upstreams: [Int]) async throws -> RoundRobinProxy {
         let directory = try makeDirectory("resourcekit-proxy")
         let port = BackgroundProcess.freePort()
-        return RoundRobinProxy(service: try await BackgroundService.start(
-            ["/usr/bin/env", "python3", "-c", script, String(port)] + upstreams.map(String.init),
-            directory: directory, log: "proxy.log", port: port, stopSignal: SIGKILL
-        ))
+        return RoundRobinProxy(
+            service: try await BackgroundService.start(
+                ["/usr/bin/env", "python3", "-c", script, String(port)] + upstreams.map(String.init),
+                directory: directory, log: "proxy.log", port: port, stopSignal: SIGKILL
+            ))
     }
 
     private init(service: BackgroundService) {

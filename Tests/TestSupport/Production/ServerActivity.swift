@@ -39,7 +39,9 @@ public struct ServerActivity: Sendable {
     }
 
     /// Waits until a backend runs `marker` (so a cancel lands mid-query); returns where.
-    public func waitUntilActive(_ marker: String, timeout: Duration = .seconds(10)) async throws -> (server: Int, pid: Int32) {
+    public func waitUntilActive(_ marker: String, timeout: Duration = .seconds(10)) async throws -> (
+        server: Int, pid: Int32
+    ) {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if let first = try await active(marker).first { return first }
