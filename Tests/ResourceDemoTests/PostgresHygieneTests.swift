@@ -22,8 +22,8 @@ import Testing
     /// `host=localhost`, every such lookup runs on a blocking-pool thread (`rk.blocking.N`), none on the
     /// cooperative pool.
     @Test func hostNamesAreResolvedOnTheBlockingPool() async throws {
-        let conninfo = try await TestDatabase.conninfo()
-        guard conninfo.contains("host=127.0.0.1") else { return }  // RESOURCEKIT_TEST_POSTGRES names its own host
+        // A cluster of our own on 127.0.0.1 (RESOURCEKIT_TEST_POSTGRES may name another host), reached as localhost.
+        let conninfo = try await ProductionShapes.shared().conninfo(.scramTCP)
         let directory = NSTemporaryDirectory() + "rk-gai-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
