@@ -2,8 +2,9 @@ import CLibPQ
 import ResourceKit
 
 extension PostgresConnection {
-    /// Runs `COPY ... TO STDOUT` and returns its data as an `AsyncSequence` of chunks (one per COPY row in text
-    /// and CSV formats), read through libpq's non-blocking copy API: memory stays flat however much there is.
+    /// Runs `COPY ... TO STDOUT` and returns its data as an `AsyncSequence` of chunks of whole rows (see
+    /// ``PostgresCopyOutStream``), read through libpq's non-blocking copy API: memory stays flat however much
+    /// there is.
     /// The connection is busy until the stream ends, fails, or is dropped.
     ///
     /// Cancellation: cancelling the consuming task (or the connection's scope) throws `CancellationError` from
@@ -48,13 +49,19 @@ extension PostgresConnection {
     }
 }
 
-/// The data of a `COPY ... TO STDOUT`, chunk by chunk. Iterate it once.
+/// The data of a `COPY ... TO STDOUT`, chunk by chunk. Each chunk holds whole rows (in text and CSV formats,
+/// lines): as many as had arrived, up to ``chunkSize`` bytes (one row may be larger). Iterate it once.
 public final class PostgresCopyOutStream: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
+
+    /// About how many bytes a chunk gathers before it is handed over (64 KiB).
+    public static let chunkSize = 65_536
 
     private let connection: PostgresConnection
     private let id: ConnectionStateMachine.QueryID
     private let finished = Locked(false)
+    /// The copy data ended (handed over with the last chunk); the next call reads the COPY's result.
+    private let dataEnded = Locked(false)
 
     init(connection: PostgresConnection, id: ConnectionStateMachine.QueryID) {
         self.connection = connection
@@ -90,6 +97,8 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
 
     private enum Step {
         case chunk([UInt8])
+        /// The data ended right after these rows: the COPY's result is read at the next call.
+        case lastChunk([UInt8])
         case wait(Int32)
         case copyDone
     }
@@ -100,6 +109,7 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
             abandon()
             throw connection.handle?.cancellationReason?.error ?? CancellationError()
         }
+        if dataEnded.withLock({ $0 }) { return try await finishResults() }
         while true {
             let step: Step
             do {
@@ -108,16 +118,24 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
                         throw PostgresError(.connection, "the connection was closed")
                     }
                     var consumed = false
+                    var gathered: [UInt8] = []
                     while true {
                         var buffer: UnsafeMutablePointer<CChar>?
                         let count = PQgetCopyData(conn, &buffer, 1)
                         if count > 0, let buffer {
-                            defer { PQfreemem(buffer) }
-                            return .chunk(Array(UnsafeRawBufferPointer(start: buffer, count: Int(count))))
+                            // Whole rows, as many as libpq already holds, up to the chunk size: one step per
+                            // buffer-full, not one per row.
+                            gathered.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: Int(count)))
+                            PQfreemem(buffer)
+                            if gathered.count >= PostgresCopyOutStream.chunkSize { return .chunk(gathered) }
+                            continue
                         }
                         if count == -1 {
                             state.mode = .simple
-                            return .copyDone
+                            return gathered.isEmpty ? .copyDone : .lastChunk(gathered)
+                        }
+                        if !gathered.isEmpty, count != -2 {
+                            return .chunk(gathered)  // a wait comes at the next call
                         }
                         if count == -2 || consumed {
                             if count == -2 {
@@ -139,6 +157,9 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
             }
             switch step {
             case .chunk(let bytes):
+                return bytes
+            case .lastChunk(let bytes):
+                dataEnded.withLock { $0 = true }
                 return bytes
             case .wait(let socket):
                 do {
