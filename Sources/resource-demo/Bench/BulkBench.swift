@@ -103,7 +103,9 @@ enum BulkBench {
             for _ in 0..<rounds {
                 var start = ContinuousClock.now
                 var count = 0
-                for try await _ in try await connection.copyOut("COPY (\(select)) TO STDOUT") { count += 1 }
+                for try await chunk in try await connection.copyOut("COPY (\(select)) TO STDOUT") {
+                    for byte in chunk where byte == UInt8(ascii: "\n") { count += 1 }  // a chunk holds whole rows
+                }
                 figures.outOurs.values.append(Double(count) / seconds(since: start))
 
                 start = .now
