@@ -176,6 +176,27 @@ import Testing
         }
     }
 
+    /// Scenario 16: `close()` while a query runs cancels it on the server first and waits for that cancel (so
+    /// the cancel key is released, not leaked), then finishes.
+    @Test func closeDuringAQueryCancelsItOnTheServer() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        try await withResourceScope("close", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let connection = try await PostgresConnection.connect(conninfo, in: nil, registry: registry)
+            let pid = try #require(connection.backendPID)
+            let handle = connection.handle
+            let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
+            try await TestDatabase.waitUntilActive(pid, observer: observer)
+            try await connection.close()
+            #expect(connection.state.withLock { $0.machine.cancelsInFlight } == 0, "close did not wait for its cancel")
+            #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil)
+            _ = await task.result
+            await handle?.close()
+        }
+        #expect(registry.liveCount == 0)
+    }
+
     /// Scenario 18: cancelling after the connection was closed is a no-op.
     @Test func cancelAfterCloseIsANoOp() async throws {
         let conninfo = try await TestDatabase.conninfo()

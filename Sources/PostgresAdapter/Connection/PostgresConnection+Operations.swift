@@ -52,8 +52,13 @@ extension PostgresConnection {
                 case .unusable:
                     throw PostgresError(.connection, "the connection is closed or broken")
                 case .waitForCancels:
-                    try await settled?.wait(deadline: deadline)
-                    if settled == nil { await Task.yield() }
+                    guard let settled else {
+                        // Cannot happen (every counted cancel has its signal); bounded all the same.
+                        if ContinuousClock.now >= deadline { throw DeadlineExceededError(deadline: deadline) }
+                        await Task.yield()
+                        continue
+                    }
+                    try await settled.wait(deadline: deadline)
                 case .drain(let id):
                     try await drainAbandoned(id, deadline: deadline)
                 case .rollback:

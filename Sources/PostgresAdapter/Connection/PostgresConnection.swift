@@ -139,7 +139,13 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// Closes the connection: a query still on the wire is cancelled on the server first, and cancels in
     /// flight are awaited (bounded by ``cancelTimeout``), then `PQfinish`.
     public func close() async throws {
-        let (action, settled) = state.withLock { state in (state.machine.close(), state.cancelsSettled) }
+        let (action, settled) = state.withLock { state -> (ConnectionStateMachine.CloseAction, Signal?) in
+            let action = state.machine.close()
+            if case .cancelThenFinish = action, state.machine.cancelsInFlight == 1 {
+                state.cancelsSettled = Signal()  // the cancel just counted is awaited like any other
+            }
+            return (action, state.cancelsSettled)
+        }
         if case .cancelThenFinish(let id) = action { deliverCancel(id) }
         switch action {
         case .cancelThenFinish, .settleThenFinish:
