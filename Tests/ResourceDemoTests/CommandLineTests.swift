@@ -24,8 +24,9 @@ import Testing
     @Test func helpAndVersion() async throws {
         let (status, process) = try await DemoProcess.run(["--help"])
         #expect(status == 0)
-        for command in ["tour", "pg", "socket", "file", "latest", "serve", "bench"] {
-            #expect(process.standardOutput.contains("resource-demo \(command)") || command == "tour")
+        #expect(process.standardOutput.contains("resource-demo [tour]"), "the tour is the default command")
+        for command in ["pg", "socket", "file", "latest", "listen", "copy", "serve", "bench"] {
+            #expect(process.standardOutput.contains("resource-demo \(command)"), "--help does not list \(command)")
         }
         let (pgStatus, pg) = try await DemoProcess.run(["pg", "--help"])
         #expect(pgStatus == 0 && pg.standardOutput.contains("--cancel-after"))

@@ -12,6 +12,10 @@ struct TimerHeap<Action> {
     /// Number of timers still scheduled.
     var count: Int { actions.count }
 
+    /// Entries the heap stores, cancelled ones included until a compaction or a pop removes them (for tests:
+    /// cancelled timers must not pile up).
+    var storedCount: Int { heap.count }
+
     /// The earliest live deadline.
     mutating func nextDeadline() -> ContinuousClock.Instant? {
         while let top = heap.first, actions[top.id] == nil {

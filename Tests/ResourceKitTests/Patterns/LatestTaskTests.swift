@@ -143,8 +143,10 @@ import Testing
 
             // The indirect loop: an observer feeds each committed output back as the next id.
             let looping = try await LatestTask<Int, Int>.start(in: scope, "looping") { id, _ in id + 1 }
+            // Subscribed before the first update, so that its commit cannot come before the observer listens.
+            let updates = looping.output.updates()
             let observer = Task {
-                for await committed in looping.output.updates() { looping.update(id: committed.value) }
+                for await committed in updates { looping.update(id: committed.value) }
             }
             looping.update(id: 1)
             try await waitUntil("the loop restarted 20 times by itself") { looping.stats.started >= 20 }
