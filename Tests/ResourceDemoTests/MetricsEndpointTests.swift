@@ -8,13 +8,17 @@ import Testing
 
 /// `serve --metrics`: the registry for operators, over HTTP, from the real binary.
 @Suite struct MetricsEndpointTests {
-    /// One HTTP/1.1 request over a fresh loopback connection; the whole response, read to EOF.
+    /// One HTTP/1.1 request over a fresh loopback connection; the whole response, read to EOF. The connection
+    /// is closed when the response was read (in a scope of its own), as a client does.
     static func request(_ port: Int, _ raw: String, in scope: ResourceScope) async throws -> (status: Int, body: String)
     {
-        let connection = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
-        try await connection.write(raw)
-        var bytes: [UInt8] = []
-        while let chunk = try await connection.receive(upTo: 65_536) { bytes += chunk }
+        let bytes = try await withResourceScope("request") { requestScope in
+            let connection = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: requestScope)
+            try await connection.write(raw)
+            var bytes: [UInt8] = []
+            while let chunk = try await connection.receive(upTo: 65_536) { bytes += chunk }
+            return bytes
+        }
         let text = String(decoding: bytes, as: UTF8.self)
         let status = text.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
         let body = text.range(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
