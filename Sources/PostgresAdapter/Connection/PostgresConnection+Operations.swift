@@ -35,6 +35,15 @@ extension PostgresConnection {
         state.withLock { $0.machine.end() }
     }
 
+    /// The consumer of a stream on query `id` left before its end (cancelled, stopped iterating, dropped it):
+    /// the query is abandoned (drained before the next operation), cancelled on the server, and the connection
+    /// released. Non-blocking.
+    func leaveStream(_ id: QueryID) {
+        state.withLock { $0.machine.operationLeft(id) }
+        requestCancel(id)
+        end()
+    }
+
     func markBroken() {
         state.withLock { $0.machine.lost() }
     }
@@ -260,19 +269,30 @@ extension PostgresConnection {
             case .finished(let end):
                 return end
             case .wait(let socket):
-                // A local server usually answers within a few tens of microseconds: look again for a short,
-                // bounded while before parking on the reactor (which costs two thread wake-ups).
-                let handle = self.handle
-                if !spunOnce, bindToCaller,
-                    Self.becomesReadable(socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
-                {
-                    spunOnce = true
-                    continue
-                }
-                spunOnce = true
-                try await reactor.wait(for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline)
+                try await waitForAnswer(socket, lookedAgain: &spunOnce, bindToCaller: bindToCaller, deadline: deadline)
             }
         }
+    }
+
+    /// Waits until `socket` is readable. The first time for a query (`lookedAgain` false) it looks again for
+    /// up to ``answerSpin`` first: a local server usually answers within a few tens of microseconds, and
+    /// parking on the reactor costs two thread wake-ups. Only a caller's own operation looks again; a drain
+    /// parks at once.
+    func waitForAnswer(
+        _ socket: Int32,
+        lookedAgain: inout Bool,
+        bindToCaller: Bool = true,
+        deadline: ContinuousClock.Instant? = nil
+    ) async throws {
+        let handle = self.handle
+        let first = !lookedAgain
+        lookedAgain = true
+        if first, bindToCaller,
+            Self.becomesReadable(socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
+        {
+            return
+        }
+        try await reactor.wait(for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline)
     }
 }
 

@@ -24,27 +24,7 @@ extension PostgresConnection {
         try await begin()
         defer { end() }
         try Task.checkCancellation()
-        let id = try sendSimple(sql, mode: .simple)
-        var failure: PostgresError?
-        var started = false
-        let outcome = try await flushThen(id) {
-            try await awaitResults(id, deadline: nil, bindToCaller: true) { result in
-                switch PQresultStatus(result) {
-                case PGRES_COPY_IN:
-                    started = true
-                    return true
-                case PGRES_FATAL_ERROR:
-                    failure = failure ?? .server(result)
-                default:
-                    failure = failure ?? PostgresError(.invalidQuery, "copyIn runs COPY ... FROM STDIN only")
-                }
-                return false
-            }
-        }
-        guard started, outcome == .paused else {
-            throw failure ?? PostgresError(.invalidQuery, "copyIn runs COPY ... FROM STDIN only")
-        }
-        state.withLock { $0.mode = .copyIn }
+        let id = try await startCopy(sql, expecting: PGRES_COPY_IN, mode: .copyIn)
         return try await whileOnWire(id) {
             do {
                 var sent = 0

@@ -19,31 +19,10 @@ extension PostgresConnection {
         try await begin()
         do {
             try Task.checkCancellation()
-            let id = try sendSimple(sql, mode: .simple)
-            var failure: PostgresError?
-            var started = false
-            let outcome = try await flushThen(id) {
-                try await awaitResults(id, deadline: nil, bindToCaller: true) { result in
-                    switch PQresultStatus(result) {
-                    case PGRES_COPY_OUT:
-                        started = true
-                        return true
-                    case PGRES_FATAL_ERROR:
-                        failure = failure ?? .server(result)
-                    default:
-                        failure = failure ?? PostgresError(.invalidQuery, "copyOut runs COPY ... TO STDOUT only")
-                    }
-                    return false
-                }
-            }
-            guard started, outcome == .paused else {
-                end()
-                throw failure ?? PostgresError(.invalidQuery, "copyOut runs COPY ... TO STDOUT only")
-            }
-            state.withLock { $0.mode = .copyOut }
+            let id = try await startCopy(sql, expecting: PGRES_COPY_OUT, mode: .copyOut)
             return PostgresCopyOutStream(connection: self, id: id)
         } catch {
-            if state.withLock({ $0.machine.leased }) { end() }
+            end()
             throw error
         }
     }
@@ -89,10 +68,7 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
     }
 
     private func abandon() {
-        guard finish() else { return }
-        connection.state.withLock { $0.machine.operationLeft(id) }
-        connection.requestCancel(id)
-        connection.end()
+        if finish() { connection.leaveStream(id) }
     }
 
     private enum Step {

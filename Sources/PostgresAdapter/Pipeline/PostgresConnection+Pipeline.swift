@@ -107,17 +107,7 @@ extension PostgresConnection {
                     ourCancelSeen = ourCancel
                     return
                 case .wait(let socket):
-                    let handle = self.handle
-                    if !spunOnce,
-                        Self.becomesReadable(
-                            socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true }
-                        )
-                    {
-                        spunOnce = true
-                        continue
-                    }
-                    spunOnce = true
-                    try await reactor.wait(for: socket, .readable, boundTo: handle)
+                    try await waitForAnswer(socket, lookedAgain: &spunOnce)
                 }
             }
         }

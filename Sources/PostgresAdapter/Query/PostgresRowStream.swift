@@ -68,10 +68,7 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
     }
 
     private func abandon() {
-        guard finish() else { return }
-        connection.state.withLock { $0.machine.operationLeft(id) }
-        connection.requestCancel(id)
-        connection.end()
+        if finish() { connection.leaveStream(id) }
     }
 
     func nextRow() async throws -> PostgresRow? {

@@ -8,24 +8,8 @@ import Glibc
 /// do (POSTGRES-SCENARIOS 19): the client never learns a cancel key. Plain TCP (clients use
 /// `sslmode=disable`); a python3 relay that parses the server's messages until the first ReadyForQuery.
 public final class KeylessProxy: Sendable {
-    private static let script = """
-        import asyncio, struct, sys
-        listen_port, upstream = int(sys.argv[1]), int(sys.argv[2])
-        async def relay(reader, writer):
-            try:
-                while True:
-                    data = await reader.read(65536)
-                    if not data:
-                        break
-                    writer.write(data)
-                    await writer.drain()
-            except Exception:
-                pass
-            finally:
-                try:
-                    writer.close()
-                except Exception:
-                    pass
+    private static let script = PythonRelay.common + """
+        upstream = int(sys.argv[2])
         async def startup(reader, writer):
             # Server messages until the first ReadyForQuery ('Z'), without BackendKeyData ('K').
             while True:
@@ -50,11 +34,7 @@ public final class KeylessProxy: Sendable {
                 client_writer.close()
                 return
             await asyncio.gather(to_server, relay(server_reader, client_writer))
-        async def main():
-            server = await asyncio.start_server(accept, "127.0.0.1", listen_port, backlog=128)
-            async with server:
-                await server.serve_forever()
-        asyncio.run(main())
+        asyncio.run(serve(accept))
         """
 
     private let service: BackgroundService

@@ -8,26 +8,9 @@ import Glibc
 /// cloud load balancer in front of several servers would. A python3 asyncio relay in another process, on a
 /// free loopback port.
 public final class RoundRobinProxy: Sendable {
-    private static let script = """
-        import asyncio, sys
-        listen_port = int(sys.argv[1])
+    private static let script = PythonRelay.common + """
         upstreams = [int(p) for p in sys.argv[2:]]
         turn = 0
-        async def relay(reader, writer):
-            try:
-                while True:
-                    data = await reader.read(65536)
-                    if not data:
-                        break
-                    writer.write(data)
-                    await writer.drain()
-            except Exception:
-                pass
-            finally:
-                try:
-                    writer.close()
-                except Exception:
-                    pass
         async def accept(client_reader, client_writer):
             global turn
             port = upstreams[turn % len(upstreams)]
@@ -38,11 +21,7 @@ public final class RoundRobinProxy: Sendable {
                 client_writer.close()
                 return
             await asyncio.gather(relay(client_reader, server_writer), relay(server_reader, client_writer))
-        async def main():
-            server = await asyncio.start_server(accept, "127.0.0.1", listen_port, backlog=512)
-            async with server:
-                await server.serve_forever()
-        asyncio.run(main())
+        asyncio.run(serve(accept))
         """
 
     private let service: BackgroundService
