@@ -13,12 +13,14 @@ let package = Package(
         .library(name: "SocketAdapter", targets: ["SocketAdapter"]),
         .library(name: "FileAdapter", targets: ["FileAdapter"]),
         .library(name: "PostgresAdapter", targets: ["PostgresAdapter"]),
+        // A throwaway PostgreSQL cluster (initdb, pg_ctl) for tests and demos; not needed to use the adapter.
+        .library(name: "EmbeddedPostgres", targets: ["EmbeddedPostgres"]),
         .library(name: "ResourceKitTesting", targets: ["ResourceKitTesting"]),
         .executable(name: "resource-demo", targets: ["resource-demo"]),
     ],
     targets: [
-        // epoll, eventfd and a few libc helpers that Swift cannot import cleanly
-        // (epoll_event is a packed struct on x86_64, errno is a macro).
+        // epoll, eventfd, accept4 and inotify helpers that Swift cannot import cleanly (epoll_event is a packed
+        // struct on x86_64). Only ResourceKit imports it; adapters use its typed Swift API (`Syscall`).
         .target(name: "CSystemShims"),
         .target(
             name: "ResourceKit",
@@ -28,19 +30,28 @@ let package = Package(
         .target(name: "SocketAdapter", dependencies: ["ResourceKit"], swiftSettings: strict),
         // The conformance kit for adapter authors (and for the shipped adapters' own tests).
         .target(name: "ResourceKitTesting", dependencies: ["ResourceKit"], swiftSettings: strict),
-        .target(name: "FileAdapter", dependencies: ["ResourceKit", "CSystemShims"], swiftSettings: strict),
+        .target(name: "FileAdapter", dependencies: ["ResourceKit"], swiftSettings: strict),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "PostgresAdapter", dependencies: ["ResourceKit", "CLibPQ"], swiftSettings: strict),
+        .target(name: "EmbeddedPostgres", dependencies: ["ResourceKit"], swiftSettings: strict),
         .executableTarget(
             name: "resource-demo",
-            dependencies: ["ResourceKit", "CSystemShims", "SocketAdapter", "FileAdapter", "PostgresAdapter", "CLibPQ"],
+            dependencies: ["ResourceKit", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres", "CLibPQ"],
             swiftSettings: strict
         ),
-        // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes.
+        // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes. The
+        // core's tests link only this one (no libpq).
         .target(
             name: "TestSupport",
-            dependencies: ["ResourceKit", "ResourceKitTesting", "PostgresAdapter"],
+            dependencies: ["ResourceKit", "ResourceKitTesting"],
             path: "Tests/TestSupport",
+            swiftSettings: strict
+        ),
+        // Postgres fixtures: the throwaway cluster per test run, PgBouncer, a balancer, namespaced servers.
+        .target(
+            name: "PostgresTestSupport",
+            dependencies: ["TestSupport", "ResourceKit", "PostgresAdapter", "EmbeddedPostgres"],
+            path: "Tests/PostgresTestSupport",
             swiftSettings: strict
         ),
         .testTarget(
@@ -60,14 +71,17 @@ let package = Package(
         ),
         .testTarget(
             name: "PostgresAdapterTests",
-            dependencies: ["PostgresAdapter", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport"],
+            dependencies: ["PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport", "PostgresTestSupport"],
             swiftSettings: strict
         ),
         // The reliability suite: random-point cancellation, faults and bad input. Short form by default;
         // RESOURCEKIT_RELIABILITY=long for the long form.
         .testTarget(
             name: "ReliabilityTests",
-            dependencies: ["resource-demo", "PostgresAdapter", "SocketAdapter", "FileAdapter", "ResourceKit", "TestSupport"],
+            dependencies: [
+                "resource-demo", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter", "FileAdapter", "ResourceKit", "TestSupport",
+                "PostgresTestSupport",
+            ],
             swiftSettings: strict
         ),
         // The conformance kit against seeded bugs.
@@ -79,7 +93,7 @@ let package = Package(
         // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.
         .testTarget(
             name: "ResourceDemoTests",
-            dependencies: ["resource-demo", "PostgresAdapter", "ResourceKit", "TestSupport"],
+            dependencies: ["resource-demo", "PostgresAdapter", "ResourceKit", "TestSupport", "PostgresTestSupport"],
             swiftSettings: strict
         ),
     ],

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
 public import ResourceKit
 
 /// A regular file read in chunks with `pread` on the blocking pool (regular files cannot be waited on with
@@ -61,7 +60,7 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
         try scope.checkCancellation()
         let opened = try await pool.run(deadline: scope.deadline) { () throws -> (Int32, Int32?) in
             let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-            guard fd >= 0 else { throw FileError.from(errno: errno, path: path, call: "open") }
+            guard fd >= 0 else { throw FileError.from(errno: Syscall.errno, path: path, call: "open") }
             var info = stat()
             fstat(fd, &info)
             let type = info.st_mode & S_IFMT
@@ -70,13 +69,12 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
                 throw FileError(type == S_IFDIR ? .isDirectory : .notARegularFile, path: path, call: "open", errno: 0)
             }
             guard follow else { return (fd, nil) }
-            let watch = rk_inotify_watch_file(path)
-            guard watch >= 0 else {
-                let error = FileError.from(errno: errno, path: path, call: "inotify_add_watch")
+            do {
+                return (fd, try Syscall.watchFileChanges(path: path))
+            } catch let error as SystemError {
                 Syscall.close(fd)
-                throw error
+                throw FileError.from(errno: error.errno, path: path, call: "inotify_add_watch")
             }
-            return (fd, watch)
         }
         let reader = FileReader(
             path: path, fd: opened.0, chunkSize: max(1, chunkSize),
@@ -99,13 +97,12 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
                 try fd.withLock { fd -> [UInt8] in
                     guard let fd else { throw ResourceKitError(.descriptorClosed, "the file was closed") }
                     var buffer = [UInt8](repeating: 0, count: count)
-                    while true {
-                        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(start)) }
-                        if n >= 0 {
-                            buffer.removeLast(count - n)
-                            return buffer
-                        }
-                        if errno != EINTR { throw FileError.from(errno: errno, path: path, call: "pread") }
+                    do {
+                        let n = try Syscall.value("pread") { buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(start)) } }
+                        buffer.removeLast(count - n)
+                        return buffer
+                    } catch let error as SystemError {
+                        throw FileError.from(errno: error.errno, path: path, call: "pread")
                     }
                 }
             }

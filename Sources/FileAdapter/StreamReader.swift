@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
 public import ResourceKit
 
 /// A readable stream that can be waited on: a pipe, a FIFO, a character device, or standard input.
@@ -10,7 +9,7 @@ public import ResourceKit
 /// Cancellation: a read blocked on a silent writer resumes immediately with `CancellationError` when its task,
 /// scope or the reader is cancelled (``DeadlineExceededError`` when the scope's deadline passes). The writer
 /// going away is the end of the stream (`nil`), not an error. The scope's end closes the descriptor once.
-public final class StreamReader: ManagedResource, BufferedByteReader, CustomStringConvertible {
+public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader, CustomStringConvertible {
     /// The resource kind of stream readers.
     public static let kind = ResourceKind(name: "file.stream", closeTimeout: .seconds(2))
 
@@ -38,7 +37,7 @@ public final class StreamReader: ManagedResource, BufferedByteReader, CustomStri
     public static func open(path: String, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
         try scope.checkCancellation()
         let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw FileError.from(errno: errno, path: path, call: "open") }
+        guard fd >= 0 else { throw FileError.from(errno: Syscall.errno, path: path, call: "open") }
         var info = stat()
         fstat(fd, &info)
         let type = info.st_mode & S_IFMT
@@ -52,7 +51,7 @@ public final class StreamReader: ManagedResource, BufferedByteReader, CustomStri
     /// Takes ownership of a readable pipe end (or any pollable descriptor) and registers it in `scope`. The
     /// descriptor is made non-blocking and closed by the scope.
     public static func adopt(_ fd: Int32, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
-        guard rk_set_nonblocking(fd) == 0 else { throw SystemError.current("fcntl") }
+        try Syscall.setNonBlocking(fd)
         return try await register(StreamReader(fd: fd, reactor: reactor, restoreFlags: nil), label: "pipe", in: scope)
     }
 
@@ -66,8 +65,8 @@ public final class StreamReader: ManagedResource, BufferedByteReader, CustomStri
         }
         let original = fcntl(0, F_GETFL)
         let fd = fcntl(0, F_DUPFD_CLOEXEC, 3)
-        guard fd >= 0, original >= 0 else { throw FileError.from(errno: errno, path: "/dev/stdin", call: "dup") }
-        _ = rk_set_nonblocking(fd)
+        guard fd >= 0, original >= 0 else { throw FileError.from(errno: Syscall.errno, path: "/dev/stdin", call: "dup") }
+        try? Syscall.setNonBlocking(fd)
         return try await register(StreamReader(fd: fd, reactor: reactor, restoreFlags: (0, original)), label: "stdin", in: scope)
     }
 
@@ -106,7 +105,7 @@ public final class StreamReader: ManagedResource, BufferedByteReader, CustomStri
     public func cancel() {}
 
     /// Closes the descriptor once (restoring standard input's flags).
-    public func close() async throws {
+    public func closeSynchronously() {
         descriptor.close()
         if let restoreFlags { _ = fcntl(restoreFlags.fd, F_SETFL, restoreFlags.flags) }
         handleSlot.withLock { $0 = nil }

@@ -7,6 +7,7 @@ extension AdapterConformance {
     func cancelBeforeStart() async -> ConformanceReport.Check {
         await withFreshResource("cancel before start") { scope, resource, _, problems, measurements in
             let operation = self.operation
+            // Owner: this check, which awaits it below.
             let task = Task {
                 withUnsafeCurrentTask { $0?.cancel() }
                 try await operation(resource)
@@ -33,6 +34,7 @@ extension AdapterConformance {
         let name = viaScope ? "cancel while blocked, through the scope (resource cancel)" : "cancel while blocked, through the task"
         return await withFreshResource(name) { scope, resource, _, problems, measurements in
             let operation = self.operation
+            // Owner: this check, which awaits it (bounded) below.
             let task = Task { try await operation(resource) }
             try? await Task.sleep(for: bounds.settle)  // a pause, bounded; see run() on the caller's cancellation
             let cancelled = ContinuousClock.now
@@ -62,6 +64,7 @@ extension AdapterConformance {
         }
         return await withFreshResource("cancel after completion") { scope, resource, _, problems, measurements in
             let operation = self.operation
+            // Owner: this check, which awaits it (bounded) below.
             let task = Task { try await operation(resource) }
             try? await Task.sleep(for: bounds.settle)  // a pause, bounded; see run() on the caller's cancellation
             do {

@@ -59,8 +59,9 @@ extension AdapterConformance {
     /// Waits for `task` at most `limit`; nil when it had not ended by then.
     static func wait(for task: Task<Void, any Error>, upTo limit: Duration) async -> (Result<Void, any Error>?, Duration) {
         let started = ContinuousClock.now
-        let done = Signal()
+        let done = OneShotEvent()
         let result = Locked<Result<Void, any Error>?>(nil)
+        // Owner: `wait(for:upTo:)`; it awaits this watcher through `done` (bounded by `limit`).
         Task {
             let ended = await task.result
             result.withLock { $0 = ended }

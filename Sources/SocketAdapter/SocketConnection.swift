@@ -13,7 +13,7 @@ public import ResourceKit
 /// the scope's deadline passes); then the socket is shut down (`shutdown(SHUT_RDWR)`), so later operations fail
 /// fast too. The scope's end closes the descriptor exactly once. Peer EOF is not an error; a peer reset,
 /// refusal or unreachable network is a ``SocketError``.
-public final class SocketConnection: ManagedResource, BufferedByteReader, CustomStringConvertible {
+public final class SocketConnection: SynchronouslyClosedResource, BufferedByteReader, CustomStringConvertible {
     /// The resource kind of connected sockets.
     public static let kind = ResourceKind(name: "socket", closeTimeout: .seconds(2))
 
@@ -68,7 +68,7 @@ public final class SocketConnection: ManagedResource, BufferedByteReader, Custom
     /// Connects to `address`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
     public static func connect(to address: SocketAddress, in scope: ResourceScope, deadline: Deadline? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
         let fd = socket(address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SocketError.from(errno: errno, call: "socket") }
+        guard fd >= 0 else { throw SocketError.from(errno: Syscall.errno, call: "socket") }
         let connection = SocketConnection(fd: fd, reactor: reactor)
         let handle = try await connection.register(in: scope, label: address.family == .unix ? "unix client" : "tcp client")
         do {
@@ -90,11 +90,14 @@ public final class SocketConnection: ManagedResource, BufferedByteReader, Custom
 
     private func finishConnect(to address: SocketAddress, handle: ResourceHandle, deadline: ContinuousClock.Instant?) async throws {
         let (done, fd) = try descriptor.withDescriptor { fd -> (Bool, Int32) in
-            let result = address.withSockAddr { Glibc.connect(fd, $0, $1) }
-            if result == 0 { return (true, fd) }
-            let error = errno
-            if error == EINPROGRESS || error == EINTR { return (false, fd) }
-            throw SocketError.from(errno: error, call: "connect")
+            do {
+                _ = try Syscall.value("connect", retryOnInterrupt: false) { address.withSockAddr { Glibc.connect(fd, $0, $1) } }
+                return (true, fd)
+            } catch let error as SystemError where error.errno == EINPROGRESS || error.errno == EINTR {
+                return (false, fd)  // completes in the background: wait for writability
+            } catch let error as SystemError {
+                throw SocketError.from(errno: error.errno, call: "connect")
+            }
         }
         if done { return }
         while true {
@@ -133,13 +136,13 @@ public final class SocketConnection: ManagedResource, BufferedByteReader, Custom
         var offset = 0
         while offset < data.count {
             let sent = try await descriptor.perform(.writable, boundTo: handle) { fd -> Int? in
-                let n = data.withUnsafeBytes { raw in
-                    Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                do {
+                    return try Syscall.nonBlocking("send") {
+                        data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+                    }
+                } catch let error as SystemError {
+                    throw SocketError.from(errno: error.errno, call: "send")
                 }
-                if n >= 0 { return n }
-                let error = errno
-                if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
-                throw SocketError.from(errno: error, call: "send")
             }
             offset += sent
         }
@@ -153,27 +156,21 @@ public final class SocketConnection: ManagedResource, BufferedByteReader, Custom
     /// Half-close: tells the peer we will send no more (it reads end of stream); reading still works.
     public func shutdownWrite() throws {
         try descriptor.withDescriptor { fd in
-            if Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 { throw SocketError.from(errno: errno, call: "shutdown") }
+            if Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 { throw SocketError.from(errno: Syscall.errno, call: "shutdown") }
         }
     }
 
     /// Abortive close: the peer gets a reset (RST) instead of an orderly end of stream, and the descriptor is
     /// closed now. The resource stays registered until its scope ends (closing it again is a no-op).
     public func resetConnection() {
-        descriptor.ifOpen { fd in
-            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-            _ = setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-        }
+        descriptor.ifOpen { fd in try? Syscall.setAbortiveClose(fd) }
         descriptor.close()
     }
 
     /// Turns Nagle's algorithm off (on by default for TCP connections made or accepted here: request/response
     /// line protocols want their small writes sent at once).
     public func setNoDelay(_ on: Bool) {
-        descriptor.ifOpen { fd in
-            var flag: Int32 = on ? 1 : 0
-            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &flag, socklen_t(MemoryLayout<Int32>.size))
-        }
+        descriptor.ifOpen { fd in try? Syscall.setSocketOption(fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: on ? 1 : 0) }
     }
 
     /// The local address.
@@ -206,7 +203,7 @@ public final class SocketConnection: ManagedResource, BufferedByteReader, Custom
     }
 
     /// Closes the descriptor (exactly once).
-    public func close() async throws {
+    public func closeSynchronously() {
         descriptor.close()
         handleSlot.withLock { $0 = nil }
     }

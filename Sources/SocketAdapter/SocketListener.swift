@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
 public import ResourceKit
 
 /// A listening socket (TCP or Unix-domain) living in a ``ResourceScope``.
@@ -9,7 +8,7 @@ public import ResourceKit
 /// Cancellation: ``accept(in:)`` blocked on an idle listener resumes immediately with `CancellationError` when
 /// its task, the listener's scope or the listener is cancelled; cancelling the listener also shuts it down.
 /// Accepted connections belong to the scope passed to ``accept(in:)``.
-public final class SocketListener: ManagedResource, CustomStringConvertible {
+public final class SocketListener: SynchronouslyClosedResource, CustomStringConvertible {
     /// The resource kind of listeners.
     public static let kind = ResourceKind(name: "socket.listener", closeTimeout: .seconds(2))
 
@@ -54,18 +53,17 @@ public final class SocketListener: ManagedResource, CustomStringConvertible {
     public static func bind(to address: SocketAddress, backlog: Int32 = 511, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> SocketListener {
         try scope.checkCancellation()
         let fd = socket(address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SocketError.from(errno: errno, call: "socket") }
-        var one: Int32 = 1
+        guard fd >= 0 else { throw SocketError.from(errno: Syscall.errno, call: "socket") }
         if address.family != .unix {
-            _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            try? Syscall.setSocketOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, value: 1)
         }
         if address.withSockAddr({ Glibc.bind(fd, $0, $1) }) != 0 {
-            let error = SocketError.from(errno: errno, call: "bind")
+            let error = SocketError.from(errno: Syscall.errno, call: "bind")
             Syscall.close(fd)
             throw error
         }
         if Glibc.listen(fd, backlog) != 0 {
-            let error = SocketError.from(errno: errno, call: "listen")
+            let error = SocketError.from(errno: Syscall.errno, call: "listen")
             Syscall.close(fd)
             throw error
         }
@@ -84,12 +82,13 @@ public final class SocketListener: ManagedResource, CustomStringConvertible {
     public func accept(in scope: ResourceScope) async throws -> SocketConnection {
         let handle = handleSlot.withLock { $0 }
         let fd = try await descriptor.perform(.readable, boundTo: handle) { listening -> Int32? in
-            let fd = rk_accept_nonblocking(listening)
-            if fd >= 0 { return fd }
-            let error = errno
-            // Connections that died in the queue are not our failure: wait for the next one.
-            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED || error == EPROTO { return nil }
-            throw SocketError.from(errno: error, call: "accept")
+            do {
+                return try Syscall.acceptNonBlocking(listening)
+            } catch let error as SystemError where error.errno == ECONNABORTED || error.errno == EPROTO {
+                return nil  // a connection that died in the queue is not our failure: wait for the next one
+            } catch let error as SystemError {
+                throw SocketError.from(errno: error.errno, call: "accept")
+            }
         }
         let connection = SocketConnection(fd: fd, reactor: descriptor.reactor)
         _ = try await connection.register(in: scope, label: "accepted")
@@ -103,7 +102,7 @@ public final class SocketListener: ManagedResource, CustomStringConvertible {
     }
 
     /// Closes the descriptor exactly once and removes a Unix socket's path.
-    public func close() async throws {
+    public func closeSynchronously() {
         if descriptor.close(), let unixPath {
             unlink(unixPath)
         }

@@ -35,6 +35,7 @@ struct ResourceDemo {
             usage(String(describing: error))
         }
 
+        // Owner: `main`, which awaits it (signals cancel it).
         let work = Task<Int32, Never> {
             do {
                 return try await dispatch(command, arguments)
@@ -63,8 +64,8 @@ struct ResourceDemo {
         case "copy": return try await BulkCommands.copy(arguments)
         case "bench":
             try await Bench.run(
-                quick: arguments.has("--quick"), json: arguments.has("--json"), postgres: arguments.value("--postgres"),
-                report: arguments.value("--report")
+                quick: arguments.has("--quick"), core: arguments.has("--core"), json: arguments.has("--json"),
+                postgres: arguments.value("--postgres"), report: arguments.value("--report")
             )
             return 0
         default: throw UsageError("unknown command '\(command)'")

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresAdapter
 import ResourceKit
+import PostgresTestSupport
 import TestSupport
 import Testing
 

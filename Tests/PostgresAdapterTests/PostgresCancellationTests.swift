@@ -1,6 +1,7 @@
 import Foundation
 @testable import PostgresAdapter
 import ResourceKit
+import PostgresTestSupport
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import PostgresAdapter
 import ResourceKit
 import ResourceKitTesting
+import PostgresTestSupport
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import ResourceKit
+import PostgresTestSupport
 import TestSupport
 import Testing
 
@@ -57,7 +58,7 @@ import Testing
     /// once, and nothing is left registered.
     @Test func cancellingDuringASlowResolutionReturnsAtOnce() async throws {
         let pool = BlockingPool(threadCount: 1, name: "rk.test.resolve")
-        let release = Signal()
+        let release = OneShotEvent()
         let blocker = Locked(false)
         pool.submit {
             blocker.withLock { $0 = true }

@@ -4,6 +4,7 @@ import Glibc
 import PostgresAdapter
 import ResourceKit
 import SocketAdapter
+import PostgresTestSupport
 import TestSupport
 import Testing
 

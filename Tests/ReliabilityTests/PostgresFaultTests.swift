@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import PostgresAdapter
 import ResourceKit
+import PostgresTestSupport
 import TestSupport
 import Testing
 

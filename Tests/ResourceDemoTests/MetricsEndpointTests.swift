@@ -3,6 +3,7 @@ import Glibc
 import PostgresAdapter
 import ResourceKit
 import SocketAdapter
+import PostgresTestSupport
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import ResourceKit
+import PostgresTestSupport
 import TestSupport
 import Testing
 

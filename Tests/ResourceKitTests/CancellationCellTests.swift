@@ -21,7 +21,7 @@ import Testing
     @Test func completionAfterCancelIsDropped() async throws {
         let cell = CancellationCell<Int>()
         let hookRuns = Atomic<Int>(0)
-        let parked = Signal()
+        let parked = OneShotEvent()
         let task = Task {
             try await cell.run(onCancel: { _ in hookRuns.add(1, ordering: .relaxed) }) { _ in parked.set() }
         }

@@ -9,7 +9,7 @@ public final class DemoProcess: Sendable {
 
     public let pid: Int32
     private let directory: String
-    private let exited = Signal()
+    private let exited = OneShotEvent()
     private let status = Locked<Int32?>(nil)
 
     /// The binary beside the test bundle (`swift test` builds it: the test target depends on it).

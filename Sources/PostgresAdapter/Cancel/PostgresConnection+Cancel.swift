@@ -24,7 +24,7 @@ extension PostgresConnection {
     func requestCancel(_ id: ConnectionStateMachine.QueryID, resend: Bool = false) {
         let send = state.withLock { state -> Bool in
             guard case .send = state.machine.cancelRequested(id, resend: resend) else { return false }
-            if state.machine.cancelsInFlight == 1 { state.cancelsSettled = Signal() }
+            if state.machine.cancelsInFlight == 1 { state.cancelsSettled = OneShotEvent() }
             if !resend {
                 state.firstCancelAt = .now
                 state.resends = 0
@@ -89,8 +89,8 @@ extension PostgresConnection {
     /// A cancel for `id` finished (its socket reached EOF, or the control statement returned). Wakes the
     /// cleanup waiting for it, and schedules a check: a query still unanswered gets the cancel again.
     private func cancelFinished(_ id: ConnectionStateMachine.QueryID) {
-        let (settled, recheck) = state.withLock { state -> (Signal?, ContinuousClock.Instant?) in
-            var settled: Signal?
+        let (settled, recheck) = state.withLock { state -> (OneShotEvent?, ContinuousClock.Instant?) in
+            var settled: OneShotEvent?
             if state.machine.cancelFinished() == .cancelsSettled {
                 settled = state.cancelsSettled
                 state.cancelsSettled = nil

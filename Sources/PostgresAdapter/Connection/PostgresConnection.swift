@@ -38,7 +38,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         var keyPID: Int32 = 0
         var identity: PostgresBackendIdentity?
         /// Set when the last cancel in flight finished; a new one is made when a cancel starts from none.
-        var cancelsSettled: Signal?
+        var cancelsSettled: OneShotEvent?
         /// When the first cancel for the query on the wire went out, and how often it was sent again.
         var firstCancelAt: ContinuousClock.Instant?
         var resends = 0
@@ -139,10 +139,10 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// Closes the connection: a query still on the wire is cancelled on the server first, and cancels in
     /// flight are awaited (bounded by ``cancelTimeout``), then `PQfinish`.
     public func close() async throws {
-        let (action, settled) = state.withLock { state -> (ConnectionStateMachine.CloseAction, Signal?) in
+        let (action, settled) = state.withLock { state -> (ConnectionStateMachine.CloseAction, OneShotEvent?) in
             let action = state.machine.close()
             if case .cancelThenFinish = action, state.machine.cancelsInFlight == 1 {
-                state.cancelsSettled = Signal()  // the cancel just counted is awaited like any other
+                state.cancelsSettled = OneShotEvent()  // the cancel just counted is awaited like any other
             }
             return (action, state.cancelsSettled)
         }

@@ -36,9 +36,7 @@ public final class BlockingPool: Sendable {
     /// Maximum number of queued (not yet running) jobs.
     public let queueLimit: Int
     private let name: String
-    private let parker = ThreadParker()
-    // Guarded by `parker`'s mutex, never touched without it.
-    nonisolated(unsafe) private var queue = Queue()
+    private let queue = Locked(Queue(), withCondition: true)
 
     /// Creates a pool; its threads start on the first job.
     public init(threadCount: Int, queueLimit: Int = 65_536, name: String = "rk.blocking") {
@@ -86,27 +84,23 @@ public final class BlockingPool: Sendable {
     }
 
     /// Number of jobs waiting for a thread.
-    public var queuedCount: Int { parker.locked { queue.pending } }
+    public var queuedCount: Int { queue.withLock { $0.pending } }
 
     /// Number of jobs running now.
-    public var runningCount: Int { parker.locked { queue.running } }
+    public var runningCount: Int { queue.withLock { $0.running } }
 
     /// Stops accepting jobs; queued jobs are still run, then the threads exit.
     public func shutdown() {
-        parker.locked {
-            queue.shutDown = true
-            parker.signalAll()
-        }
+        queue.withLockSignalling(all: true) { $0.shutDown = true }
     }
 
     private func enqueue(_ job: Job) -> ResourceKitError? {
-        let (error, startThreads) = parker.locked { () -> (ResourceKitError?, Bool) in
+        let (error, startThreads) = queue.withLockSignalling { queue -> (ResourceKitError?, Bool) in
             if queue.shutDown { return (ResourceKitError(.blockingPoolShutDown, "the blocking pool was shut down"), false) }
             if queue.pending >= queueLimit { return (ResourceKitError(.blockingPoolFull, "the blocking pool's queue is full"), false) }
             queue.jobs.append(job)
             let start = !queue.started
             queue.started = true
-            parker.signalOne()
             return (nil, start)
         }
         if startThreads {
@@ -124,26 +118,25 @@ public final class BlockingPool: Sendable {
 
     private func workerLoop() {
         while true {
-            let job = parker.locked { () -> Job? in
-                while true {
-                    if queue.pending > 0 {
-                        let job = queue.jobs[queue.head]
-                        queue.head += 1
-                        if queue.head > 1024 && queue.head * 2 > queue.jobs.count {
-                            queue.jobs.removeFirst(queue.head)
-                            queue.head = 0
-                        }
-                        if job.isAbandoned() { continue }
-                        queue.running += 1
-                        return job
+            // Take the next job under the lock; ask whether it was abandoned (its own lock) after releasing it.
+            let next = queue.waitWithLock { queue -> Job?? in
+                if queue.pending > 0 {
+                    let job = queue.jobs[queue.head]
+                    queue.head += 1
+                    if queue.head > 1024 && queue.head * 2 > queue.jobs.count {
+                        queue.jobs.removeFirst(queue.head)
+                        queue.head = 0
                     }
-                    if queue.shutDown { return nil }
-                    parker.parkHoldingLock()
+                    queue.running += 1
+                    return .some(job)
                 }
+                return queue.shutDown ? .some(nil) : nil
             }
-            guard let job else { return }
-            job.execute()
-            parker.locked { queue.running -= 1 }
+            guard let job = next else { return }
+            if !job.isAbandoned() {
+                job.execute()
+            }
+            queue.withLock { $0.running -= 1 }
         }
     }
 }

@@ -22,6 +22,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         var machine = Machine()
         var hook: (@Sendable (CancellationReason) -> Void)?
         var cancelRequestedAt: ContinuousClock.Instant?
+        /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.
+        var recordsLatency = false
     }
 
     private let inner = Locked(Inner())
@@ -47,11 +49,10 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Cancels the operation. Synchronous, non-blocking and idempotent; callable from any thread, before,
     /// during or after the operation. Only the first effective call acts.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let now = ContinuousClock.now
         let (action, hook) = inner.withLock { inner -> (Machine.CancelAction, (@Sendable (CancellationReason) -> Void)?) in
             let action = inner.machine.cancel(reason)
-            if inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
-                inner.cancelRequestedAt = now
+            if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
+                inner.cancelRequestedAt = .now
             }
             return (action, inner.hook)
         }
@@ -99,15 +100,18 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///     the canceller's thread: short, non-blocking, and it must not take a lock held while completing.
     ///   - start: starts the operation; called at most once, never after a cancel that arrived first.
     /// - Throws: `CancellationError`, ``DeadlineExceededError``, or whatever the operation failed with.
-    public func run(
+    nonisolated(nonsending) public func run(
         boundTo handle: ResourceHandle? = nil,
         deadline: ContinuousClock.Instant? = nil,
         shielded: Bool = false,
         onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
         start: (CancellationCell<Success>) -> Void
     ) async throws -> Success {
-        if let onCancel {
-            inner.withLock { $0.hook = onCancel }
+        if onCancel != nil || handle != nil {
+            inner.withLock { inner in
+                inner.hook = onCancel
+                inner.recordsLatency = handle != nil
+            }
         }
         handle?.track(self)
         defer { handle?.untrack(self) }
@@ -141,7 +145,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         }
     }
 
-    private func suspend(start: (CancellationCell<Success>) -> Void) async throws -> Success {
+    nonisolated(nonsending) private func suspend(start: (CancellationCell<Success>) -> Void) async throws -> Success {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Success, any Error>) in
             let action = inner.withLock { $0.machine.suspend(continuation) }
             switch action {

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
 
 /// A file descriptor owned by one resource, closed exactly once, and never used after that.
 ///
@@ -63,7 +62,7 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     /// wait throws `CancellationError` or ``DeadlineExceededError`` at once. `attempt` runs under the guard's
     /// lock and must not block.
     @discardableResult
-    public func perform<T>(
+    nonisolated(nonsending) public func perform<T>(
         _ interest: IOInterest,
         boundTo handle: ResourceHandle?,
         deadline: ContinuousClock.Instant? = nil,
@@ -84,7 +83,7 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     ///
     /// Cancellation: as ``perform(_:boundTo:deadline:_:)``.
     /// - Parameter failure: turns an `errno` other than `EAGAIN`/`EINTR` into the adapter's typed error.
-    public func readSome(
+    nonisolated(nonsending) public func readSome(
         upTo maxBytes: Int,
         boundTo handle: ResourceHandle?,
         failure: (Int32) -> any Error
@@ -92,15 +91,16 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
         let count = max(1, maxBytes)
         let received = try await perform(.readable, boundTo: handle) { fd -> Received? in
             var buffer = [UInt8](repeating: 0, count: count)
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) }
-            if n > 0 {
-                buffer.removeLast(count - n)
-                return .bytes(buffer)
+            let read: Int?
+            do {
+                read = try Syscall.nonBlocking("read") { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) } }
+            } catch let error as SystemError {
+                throw failure(error.errno)
             }
+            guard let n = read else { return nil }
             if n == 0 { return .end }
-            let error = rk_errno()
-            if error == EAGAIN || error == EWOULDBLOCK || error == EINTR { return nil }
-            throw failure(error)
+            buffer.removeLast(count - n)
+            return .bytes(buffer)
         }
         switch received {
         case .bytes(let bytes): return bytes

@@ -69,11 +69,18 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
     private let registry: ResourceRegistry?
     private weak let parentScope: ResourceScope?
 
+    /// A run's task as the driver knows it: the task is created after the lock that decided to start it
+    /// is released, so a run may finish (or be superseded) before its task is recorded.
+    private enum Run: Sendable {
+        case starting
+        case started(Task<Void, Never>)
+    }
+
     private struct State: Sendable {
         var machine = LatestTaskStateMachine<ID>()
-        var tasks: [UInt64: Task<Void, Never>] = [:]
+        var tasks: [UInt64: Run] = [:]
         var stats = Stats()
-        var idleWaiters: [Signal] = []
+        var idleWaiters: [OneShotEvent] = []
     }
 
     private let state = Locked(State())
@@ -121,13 +128,17 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
     ///
     /// Cancellation: throws `CancellationError` when the waiting task is cancelled; the runs are unaffected.
     public func idle() async throws {
-        let signal = state.withLock { state -> Signal? in
+        try await idleSignal()?.wait()
+    }
+
+    /// A one-shot event set when no run is left, or `nil` when none is running now.
+    private func idleSignal() -> OneShotEvent? {
+        state.withLock { state -> OneShotEvent? in
             guard !state.tasks.isEmpty else { return nil }
-            let signal = Signal()
-            state.idleWaiters.append(signal)
-            return signal
+            let event = OneShotEvent()
+            state.idleWaiters.append(event)
+            return event
         }
-        try await signal?.wait()
     }
 
     /// Moves the task to `id`: a new id cancels the running work (its resources torn down at once) and starts
@@ -135,7 +146,8 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
     @discardableResult
     public func update(id: ID) -> UpdateResult {
         let fromOwnWork = LatestTaskMarker.current == ObjectIdentifier(self)
-        let (result, superseded) = state.withLock { state -> (UpdateResult, Task<Void, Never>?) in
+        // Decide under the lock...
+        let decision = state.withLock { state -> (UpdateResult, superseded: Run?) in
             switch state.machine.update(id: id, fromOwnWork: fromOwnWork) {
             case .unchanged:
                 return (.unchanged, nil)
@@ -146,31 +158,41 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
                 return (.refusedFeedbackLoop, nil)
             case .start(let generation, let superseding):
                 state.stats.started += 1
-                let ticket = output.begin()
-                state.tasks[generation] = makeRun(id: id, generation: generation, ticket: ticket)
+                state.tasks[generation] = .starting
                 return (.started(generation: generation), superseding.flatMap { state.tasks[$0] })
             }
         }
-        superseded?.cancel()
-        return result
+        // ...act after it: take the ticket, start the task, record it, cancel the superseded run.
+        guard case .started(let generation) = decision.0 else { return decision.0 }
+        let ticket = output.begin(atLeast: generation)
+        let task = makeRun(id: id, generation: generation, ticket: ticket)
+        let cancelNow = state.withLock { state -> Bool in
+            guard case .starting = state.tasks[generation] else { return false }  // already finished
+            state.tasks[generation] = .started(task)
+            // Superseded or closed while it was being started: its cancel found no task to cancel.
+            return state.machine.isClosed || state.machine.current?.generation != generation
+        }
+        if cancelNow { task.cancel() }
+        if case .started(let superseded) = decision.superseded { superseded.cancel() }
+        return decision.0
     }
 
     /// Cancels the running work and refuses further ids. Idempotent, non-blocking, any thread.
     public func cancel() {
-        let tasks = state.withLock { state in state.machine.close().compactMap { state.tasks[$0] } }
-        for task in tasks { task.cancel() }
+        let runs = state.withLock { state in state.machine.close().compactMap { state.tasks[$0] } }
+        for case .started(let task) in runs { task.cancel() }
     }
 
     /// Cancels, then waits until every run (including superseded ones still unwinding) has ended.
     public func close() async {
         cancel()
-        let tasks = state.withLock { Array($0.tasks.values) }
-        for task in tasks { await task.value }
+        try? await idleSignal()?.wait(shielded: true)
     }
 
     private func makeRun(id: ID, generation: UInt64, ticket: LatestValue<Output>.Ticket) -> Task<Void, Never> {
         let marker = ObjectIdentifier(self)
         let parent = parentScope
+        // Owner: this LatestTask (`state.tasks`; `close()` waits until every run ended).
         return Task {
             var began = false
             let outcome = await LatestTaskMarker.$current.withValue(marker) {
@@ -192,7 +214,7 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
 
     private func finish(generation: UInt64, ticket: LatestValue<Output>.Ticket, outcome: Outcome<Output>, began: Bool) {
         let committed = outcome.value.map { output.commit($0, for: ticket) }
-        let idle = state.withLock { state -> [Signal] in
+        let idle = state.withLock { state -> [OneShotEvent] in
             _ = state.machine.workFinished(generation: generation)
             state.tasks[generation] = nil
             defer { if state.tasks.isEmpty { state.idleWaiters = [] } }
@@ -206,7 +228,7 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
             }
             return state.tasks.isEmpty ? state.idleWaiters : []
         }
-        for signal in idle { signal.set() }
+        for event in idle { event.set() }
     }
 }
 

@@ -45,6 +45,16 @@ public final class LatestValue<Value: Sendable>: Sendable {
         }
     }
 
+    /// Starts generation `generation`, or a later one if a later generation already began (the caller
+    /// numbered its generations itself, and two may begin out of order): a ticket for an older generation is
+    /// stale at once. Used by ``LatestTask``, which takes tickets outside its lock.
+    func begin(atLeast generation: UInt64) -> Ticket {
+        state.withLock { state in
+            state.latestTicket = max(state.latestTicket, generation)
+            return Ticket(generation: generation)
+        }
+    }
+
     /// Stores `value` if `ticket` is still the latest; returns whether it was stored. Stale commits are
     /// counted in ``droppedCount`` and otherwise ignored. Non-blocking, any thread.
     @discardableResult

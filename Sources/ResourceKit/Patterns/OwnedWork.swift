@@ -8,11 +8,12 @@ public final class OwnedWork<Value: Sendable>: Sendable {
         var progress: Double?
         var outcome: Outcome<Value>?
         var task: Task<Void, Never>?
+        var cancelRequested = false
     }
 
     private let state = Locked(State())
     private let broadcast = Broadcast<Double>()
-    let finished = Signal()
+    let finished = OneShotEvent()
 
     init(key: String) {
         self.key = key
@@ -43,11 +44,22 @@ public final class OwnedWork<Value: Sendable>: Sendable {
 
     /// Cancels this work only: its scope's resources are torn down at once. Idempotent, any thread.
     public func cancel() {
-        state.withLock { $0.task }?.cancel()
+        let task = state.withLock { state -> Task<Void, Never>? in
+            state.cancelRequested = true
+            return state.task
+        }
+        task?.cancel()
     }
 
+    /// Records the work's task (created after the owner's lock was released); cancels it at once if
+    /// ``cancel()`` came first.
     func attach(_ task: Task<Void, Never>) {
-        state.withLock { $0.task = task }
+        let cancelNow = state.withLock { state -> Bool in
+            guard state.outcome == nil else { return false }
+            state.task = task
+            return state.cancelRequested
+        }
+        if cancelNow { task.cancel() }
     }
 
     func report(_ progress: Double) {
@@ -93,9 +105,9 @@ public struct OwnedWorkContext: Sendable {
 /// The registry's view of one piece of owned work: cancel cancels its task; close waits until it ended.
 final class OwnedWorkResource: ManagedResource {
     private let cancelWork: @Sendable () -> Void
-    private let finished: Signal
+    private let finished: OneShotEvent
 
-    init(finished: Signal, cancel: @escaping @Sendable () -> Void) {
+    init(finished: OneShotEvent, cancel: @escaping @Sendable () -> Void) {
         self.finished = finished
         self.cancelWork = cancel
     }

@@ -31,9 +31,11 @@ public final class ResourceOwner: Sendable {
     private enum Phase: Sendable { case open, shuttingDown, shutDown }
 
     private struct Entry: Sendable {
-        var handle: ResourceHandle
+        /// `nil` while the work is being started (registered and its task created outside the lock).
+        var handle: ResourceHandle?
         var work: any Sendable
-        var finished: Signal
+        var finished: OneShotEvent
+        var cancel: @Sendable () -> Void
     }
 
     private struct State: Sendable {
@@ -44,7 +46,7 @@ public final class ResourceOwner: Sendable {
     }
 
     private let state = Locked(State())
-    private let shutdownDone = Signal()
+    private let shutdownDone = OneShotEvent()
     private let kind: ResourceKind
 
     /// Creates an owner.
@@ -73,7 +75,9 @@ public final class ResourceOwner: Sendable {
         key: String,
         _ work: @escaping @Sendable (OwnedWorkContext) async throws -> Value
     ) throws -> OwnedWork<Value> {
-        try state.withLock { state -> OwnedWork<Value> in
+        // Decide under the lock: claim the key...
+        let owned = OwnedWork<Value>(key: key)
+        let existing = try state.withLock { state -> OwnedWork<Value>? in
             guard state.phase == .open else {
                 throw ResourceKitError(.ownerShutDown, "the owner is shutting down and takes no more work")
             }
@@ -83,13 +87,27 @@ public final class ResourceOwner: Sendable {
                 }
                 return same
             }
-            let owned = OwnedWork<Value>(key: key)
-            let resource = OwnedWorkResource(finished: owned.finished) { [weak owned] in owned?.cancel() }
-            let handle = try registry.register(resource, kind: kind, label: label)
-            state.works[key] = Entry(handle: handle, work: owned, finished: owned.finished)
-            owned.attach(start(owned, handle: handle, work: work))
-            return owned
+            state.works[key] = Entry(handle: nil, work: owned, finished: owned.finished) { [weak owned] in owned?.cancel() }
+            return nil
         }
+        if let existing { return existing }
+        // ...act after it: register (which publishes an event), then start the task.
+        let resource = OwnedWorkResource(finished: owned.finished) { [weak owned] in owned?.cancel() }
+        let handle: ResourceHandle
+        do {
+            handle = try registry.register(resource, kind: kind, label: label)
+        } catch {
+            state.withLock { state in
+                if state.works[key]?.work as? OwnedWork<Value> === owned { state.works[key] = nil }
+            }
+            owned.finish(.failed(error))
+            throw error
+        }
+        state.withLock { state in
+            if state.works[key]?.work as? OwnedWork<Value> === owned { state.works[key]?.handle = handle }
+        }
+        owned.attach(start(owned, handle: handle, work: work))
+        return owned
     }
 
     private func start<Value: Sendable>(
@@ -98,8 +116,8 @@ public final class ResourceOwner: Sendable {
         work: @escaping @Sendable (OwnedWorkContext) async throws -> Value
     ) -> Task<Void, Never> {
         let (label, registry, key) = (self.label, self.registry, owned.key)
+        // Owner: this ResourceOwner (its `works` entry, awaited by `shutdown()`), not the caller's scope.
         return Task {
-            // Not a child of whatever scope the caller was in: the owner owns this work.
             let outcome = await ResourceScope.$current.withValue(nil) {
                 await withOutcome {
                     try await withResourceScope(label, registry: registry) { scope in
@@ -108,15 +126,16 @@ public final class ResourceOwner: Sendable {
                 }
             }
             owned.finish(outcome)
-            self.workEnded(key: key, handle: handle)
+            await self.workEnded(key: key, handle: handle)
         }
     }
 
-    private func workEnded(key: String, handle: ResourceHandle) {
+    private func workEnded(key: String, handle: ResourceHandle) async {
         state.withLock { state in
             if state.works[key]?.handle === handle { state.works[key] = nil }
         }
-        Task { await handle.close() }
+        // The work has finished, so this close (of a resource whose close waits for that) returns at once.
+        await handle.close()
     }
 
     /// Moves `handle` out of `scope` into this owner: it is not closed when `scope` ends, and is closed
@@ -156,7 +175,8 @@ public final class ResourceOwner: Sendable {
             return state.works
         }
         guard let entries else {
-            await Task { try? await shutdownDone.wait() }.value
+            // A second call waits for the first, whatever happens to this caller.
+            try? await shutdownDone.wait(shielded: true)
             return state.withLock { $0.report } ?? OwnerShutdownReport(label: label)
         }
 
@@ -166,17 +186,17 @@ public final class ResourceOwner: Sendable {
         }
         let remaining = entries.filter { !$0.value.finished.isSet }
         for entry in remaining.values {
-            entry.handle.cancel()
+            entry.cancel()
         }
+        // The watchdog stage runs even when the caller is cancelled (it only waits, bounded).
         let watchdogEnds = ContinuousClock.now + watchdog
-        await Task {
-            for entry in remaining.values {
-                try? await entry.finished.wait(deadline: watchdogEnds)
-            }
-        }.value
+        for entry in remaining.values {
+            try? await entry.finished.wait(deadline: watchdogEnds, shielded: true)
+        }
         let stuck = remaining.filter { !$0.value.finished.isSet }
-        for entry in stuck.values {
-            registry.didNotStop(entry.handle)
+        let stuckHandles = state.withLock { state in stuck.keys.compactMap { state.works[$0]?.handle } }
+        for handle in stuckHandles {
+            registry.didNotStop(handle)
         }
 
         let adopted = state.withLock { state in

@@ -30,7 +30,6 @@ public final class IOReactor: Sendable {
     private struct State {
         var table = ReadinessTable<CancellationCell<IOEvents>>()
         var timers = TimerHeap<@Sendable () -> Void>()
-        var nextWaiter: UInt64 = 0
         var sleep: Sleep = .awake
         var running = true
     }
@@ -40,6 +39,7 @@ public final class IOReactor: Sendable {
     private let setupError: ResourceKitError?
     private let state = Locked(State())
     private let stopped = Atomic<Bool>(false)
+    private let nextWaiter = Atomic<UInt64>(0)
 
     /// Starts a reactor with its own thread. If epoll or eventfd cannot be created (descriptor exhaustion),
     /// the reactor is unavailable and every wait throws ``ResourceKitError/Code/reactorUnavailable``.
@@ -77,7 +77,7 @@ public final class IOReactor: Sendable {
     /// - Throws: `CancellationError`, ``DeadlineExceededError``, or ``ResourceKitError`` (`descriptorClosed`,
     ///   `badDescriptor`, `notPollable`, `alreadyWaiting`, `reactorUnavailable`).
     @discardableResult
-    public func wait(
+    nonisolated(nonsending) public func wait(
         for fd: Int32,
         _ interest: IOInterest,
         boundTo handle: ResourceHandle? = nil,
@@ -85,39 +85,50 @@ public final class IOReactor: Sendable {
     ) async throws -> IOEvents {
         if let setupError { throw setupError }
         let cell = CancellationCell<IOEvents>()
-        let id = state.withLock { state -> UInt64 in
-            state.nextWaiter += 1
-            return state.nextWaiter
-        }
-        return try await cell.run(boundTo: handle, deadline: deadline, onCancel: { [weak self] _ in
-            self?.removeWaiter(fd: fd, id: id)
+        // The id exists before the wait is registered, so that a cancel arriving first can name it.
+        let id = nextWaiter.add(1, ordering: .relaxed).newValue
+        return try await cell.run(boundTo: handle, deadline: deadline, onCancel: { _ in
+            self.removeWaiter(fd: fd, id: id)
         }) { cell in
             self.register(fd: fd, interest: interest, id: id, cell: cell)
         }
     }
 
+    private typealias Table = ReadinessTable<CancellationCell<IOEvents>>
+
     private func register(fd: Int32, interest: IOInterest, id: UInt64, cell: CancellationCell<IOEvents>) {
-        let epfd = epollFD
-        let outcome: (error: ResourceKitError?, evicted: [CancellationCell<IOEvents>]) = state.withLock { state in
+        let (request, failures) = state.withLock { state -> (Table.Request?, [Table.Failure]) in
             guard state.running else {
-                return (ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"), [])
+                return (nil, [(cell, ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"))])
             }
-            return state.table.add(fd: fd, interest: interest, id: id, waiter: cell) { op, fd, events, data in
-                Self.ctl(epfd, op, fd, events, data)
-            }
+            return state.table.add(fd: fd, interest: interest, id: id, waiter: cell)
         }
-        for stale in outcome.evicted {
-            stale.fail(ResourceKitError(.descriptorClosed, "the descriptor was closed while a task waited on it"))
+        Self.fail(failures)
+        perform(request)
+    }
+
+    /// Makes the table's kernel calls, outside the lock, until the descriptor needs no more (at most one
+    /// call per descriptor is in flight: the table hands the next one to whoever finishes the current one).
+    private func perform(_ first: Table.Request?) {
+        var next = first
+        while let request = next {
+            let result = rk_epoll_ctl(epollFD, request.op.rawValue, request.fd, request.events, request.registration) == 0 ? 0 : Syscall.errno
+            let (follow, failures) = state.withLock { $0.table.finish(request, result: result) }
+            Self.fail(failures)
+            next = follow
         }
-        if let error = outcome.error { cell.fail(error) }
+    }
+
+    private static func fail(_ failures: [Table.Failure]) {
+        for (waiter, error) in failures { waiter.fail(error) }
     }
 
     /// Tells the reactor that `fd` is about to be closed: its waiters throw
     /// ``ResourceKitError/Code/descriptorClosed`` and its registration is removed. Call it before `close(fd)`.
     public func descriptorWillClose(_ fd: Int32) {
-        let epfd = epollFD
-        let waiters = state.withLock { state in
-            state.table.descriptorWillClose(fd: fd) { op, fd, events, data in Self.ctl(epfd, op, fd, events, data) }
+        let (waiters, delete) = state.withLock { $0.table.descriptorWillClose(fd: fd) }
+        if let delete {
+            _ = rk_epoll_ctl(epollFD, delete.op.rawValue, fd, 0, delete.registration)
         }
         for waiter in waiters {
             waiter.fail(ResourceKitError(.descriptorClosed, "the descriptor was closed while a task waited on it"))
@@ -152,10 +163,9 @@ public final class IOReactor: Sendable {
     /// timers never fire. The shared reactor is never shut down.
     public func shutdown() {
         guard setupError == nil, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let epfd = epollFD
         let waiters = state.withLock { state -> [CancellationCell<IOEvents>] in
             state.running = false
-            return state.table.removeAll { op, fd, events, data in Self.ctl(epfd, op, fd, events, data) }
+            return state.table.removeAll()
         }
         _ = rk_eventfd_signal(wakeFD)
         for waiter in waiters {
@@ -163,15 +173,10 @@ public final class IOReactor: Sendable {
         }
     }
 
+    /// The cancel path: forgets the waiter, under the lock, with no system call (its one-shot registration
+    /// stays armed and harmless; see ``ReadinessTable``).
     private func removeWaiter(fd: Int32, id: UInt64) {
-        let epfd = epollFD
-        state.withLock { state in
-            state.table.remove(fd: fd, id: id) { op, fd, events, data in Self.ctl(epfd, op, fd, events, data) }
-        }
-    }
-
-    private static func ctl(_ epfd: Int32, _ op: ReadinessTable<CancellationCell<IOEvents>>.CtlOperation, _ fd: Int32, _ events: UInt32, _ data: UInt64) -> Int32 {
-        rk_epoll_ctl(epfd, op.rawValue, fd, events, data) == 0 ? 0 : rk_errno()
+        state.withLock { $0.table.remove(fd: fd, id: id) }
     }
 
     private func loop() {
@@ -204,22 +209,28 @@ public final class IOReactor: Sendable {
             }
             let count = max(Int(n), 0)
             let now = ContinuousClock.now
+            var woken = false
             var ready: [(CancellationCell<IOEvents>, IOEvents)] = []
+            var rearm: [Table.Request] = []
             let due = state.withLock { state -> [@Sendable () -> Void] in
                 state.sleep = .awake
                 for i in 0..<count {
                     if registrations[i] == 0 {
-                        _ = rk_eventfd_drain(wakeFD)
+                        woken = true
                         continue
                     }
-                    ready += state.table.fire(registration: registrations[i], events: events[i]) { op, fd, events, data in
-                        Self.ctl(epfd, op, fd, events, data)
-                    }
+                    let (fired, request) = state.table.fire(registration: registrations[i], events: events[i])
+                    ready += fired
+                    if let request { rearm.append(request) }
                 }
                 return state.timers.popExpired(now: now)
             }
+            if woken { _ = rk_eventfd_drain(wakeFD) }
             for (waiter, reported) in ready {
                 waiter.succeed(reported)
+            }
+            for request in rearm {
+                perform(request)
             }
             for action in due {
                 action()

@@ -37,6 +37,9 @@ public struct RegistrySnapshot: Sendable {
     public let counters: [String: KindCounters]
     /// Kinds in the plugin table.
     public let kinds: [ResourceKind]
+    /// Closes running on tasks the registry owns: resources whose handle was dropped without `close()`,
+    /// closed best-effort in the background (each also reported as a leak).
+    public var backgroundCloses = 0
 
     /// Counters of all kinds added up (latency histograms are not merged).
     public var totals: KindCounters {

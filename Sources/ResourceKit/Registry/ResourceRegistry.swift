@@ -21,11 +21,15 @@ public final class ResourceRegistry: Sendable {
         var live: [ResourceID: Entry] = [:]
         var byObject: [ObjectIdentifier: ResourceID] = [:]
         var counters: [String: RegistrySnapshot.KindCounters] = [:]
+        var backgroundCloses = 0
     }
 
     private let state = Locked(State())
     private let broadcast = Broadcast<ResourceEvent>()
     private let sink = Locked<(any ResourceEventSink)?>(nil)
+    /// Mirrors `sink != nil` (written under the sink's lock): with no sink and no subscriber, events are not
+    /// even built.
+    private let hasSink = Atomic<Bool>(false)
 
     /// Creates an empty registry.
     public init() {}
@@ -33,14 +37,19 @@ public final class ResourceRegistry: Sendable {
     /// Creates an empty registry that hands every lifecycle event to `sink`.
     public convenience init(sink: any ResourceEventSink) {
         self.init()
-        self.sink.withLock { $0 = sink }
+        eventSink = sink
     }
 
     /// The sink that receives every lifecycle event (for a logging or metrics backend), or `nil` (the default:
     /// events only reach ``events(bufferingNewest:)`` subscribers). Settable at any time, from any thread.
     public var eventSink: (any ResourceEventSink)? {
         get { sink.withLock { $0 } }
-        set { sink.withLock { $0 = newValue } }
+        set {
+            sink.withLock { sink in
+                sink = newValue
+                hasSink.store(newValue != nil, ordering: .relaxed)
+            }
+        }
     }
 
     // MARK: plugin table
@@ -110,11 +119,13 @@ public final class ResourceRegistry: Sendable {
             let live = state.live.values
                 .map { RegistrySnapshot.LiveResource(info: $0.handleInfo, cancellation: $0.cancellation, age: now - $0.handleInfo.acquiredAt) }
                 .sorted { $0.info.id < $1.info.id }
-            return RegistrySnapshot(
+            var snapshot = RegistrySnapshot(
                 live: live,
                 counters: state.counters,
                 kinds: state.kinds.values.sorted { $0.name < $1.name }
             )
+            snapshot.backgroundCloses = state.backgroundCloses
+            return snapshot
         }
     }
 
@@ -135,33 +146,34 @@ public final class ResourceRegistry: Sendable {
     }
 
     func didClose(_ handle: ResourceHandle, outcome: CloseOutcome) {
-        let info = handle.info
         state.withLock { state in
             if let entry = state.live.removeValue(forKey: handle.id) {
                 state.byObject.removeValue(forKey: entry.object)
             }
-            var counters = state.counters[handle.kind.name, default: .init()]
-            counters.closed += 1
-            switch outcome {
-            case .failed: counters.failed += 1
-            case .timedOut:
-                counters.closeTimedOut += 1
-                counters.leaked += 1
-                counters.leakedByReason[.closeTimedOut, default: 0] += 1
-            case .closed, .alreadyClosed: break
-            }
-            state.counters[handle.kind.name] = counters
+            Self.count(outcome, in: &state.counters[handle.kind.name, default: .init()])
         }
         switch outcome {
         case .closed(let d):
-            publish(ResourceEvent(resource: info, kind: .closed(d), at: .now))
+            publish(ResourceEvent(resource: handle.info, kind: .closed(d), at: .now))
         case .failed(let error):
-            publish(ResourceEvent(resource: info, kind: .closeFailed(errorType: String(describing: type(of: error))), at: .now))
+            publish(ResourceEvent(resource: handle.info, kind: .closeFailed(errorType: String(describing: type(of: error))), at: .now))
         case .timedOut(let d):
-            publish(ResourceEvent(resource: info, kind: .closeTimedOut(d), at: .now))
-            publish(ResourceEvent(resource: info, kind: .leaked(.closeTimedOut), at: .now))
+            publish(ResourceEvent(resource: handle.info, kind: .closeTimedOut(d), at: .now))
+            publish(ResourceEvent(resource: handle.info, kind: .leaked(.closeTimedOut), at: .now))
         case .alreadyClosed:
             break
+        }
+    }
+
+    private static func count(_ outcome: CloseOutcome, in counters: inout RegistrySnapshot.KindCounters) {
+        counters.closed += 1
+        switch outcome {
+        case .failed: counters.failed += 1
+        case .timedOut:
+            counters.closeTimedOut += 1
+            counters.leaked += 1
+            counters.leakedByReason[.closeTimedOut, default: 0] += 1
+        case .closed, .alreadyClosed: break
         }
     }
 
@@ -195,11 +207,29 @@ public final class ResourceRegistry: Sendable {
         publish(ResourceEvent(resource: handle.info, kind: .adapter(name), at: .now))
     }
 
+    /// Closes a resource whose handle was dropped without `close()`: inline if it closes synchronously, else
+    /// on a task this registry owns (counted in ``RegistrySnapshot/backgroundCloses`` until it ends), shielded
+    /// and bounded by `timeout` as any close.
+    func closeAbandoned(_ resource: any ManagedResource, timeout: Duration) {
+        if let immediate = resource as? any SynchronouslyClosedResource {
+            try? immediate.closeSynchronously()  // the leak was reported; a close error adds nothing
+            return
+        }
+        state.withLock { $0.backgroundCloses += 1 }
+        // Owner: this registry, which counts it in `backgroundCloses` until it ends.
+        Task {
+            _ = await BoundedClose.run(resource, timeout: timeout)
+            self.state.withLock { $0.backgroundCloses -= 1 }
+        }
+    }
+
     func recordCancellationLatency(_ latency: Duration, kind: String) {
         state.withLock { $0.counters[kind, default: .init()].cancellationLatency.record(latency) }
     }
 
-    private func publish(_ event: ResourceEvent) {
+    private func publish(_ make: @autoclosure () -> ResourceEvent) {
+        guard broadcast.hasSubscribers || hasSink.load(ordering: .relaxed) else { return }
+        let event = make()
         broadcast.yield(event)
         // Called with no registry lock held: a sink may take its own locks, log, or count.
         sink.withLock { $0 }?.receive(event)

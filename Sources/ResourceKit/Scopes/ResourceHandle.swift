@@ -69,8 +69,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         guard let leaked else { return }
         registry.didLeak(info, reason: .deinitializedWithoutClose)
         leaked.cancel()
-        let timeout = kind.closeTimeout
-        Task { _ = await BoundedClose.run(leaked, timeout: timeout) }
+        registry.closeAbandoned(leaked, timeout: kind.closeTimeout)
     }
 
     /// A description without user data.
@@ -135,10 +134,11 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     ///
     /// A second call returns ``CloseOutcome/alreadyClosed`` at once (it does not wait for the first).
     @discardableResult
-    public func close() async -> CloseOutcome {
+    nonisolated(nonsending) public func close() async -> CloseOutcome {
         let work = state.withLock { state -> ([any CancellableOperation], any ManagedResource)? in
             guard state.phase == .live, let resource = state.resource else { return nil }
             state.phase = .closing
+            guard !state.operations.isEmpty else { return ([], resource) }
             let operations = Array(state.operations.values)
             state.operations = [:]
             return (operations, resource)

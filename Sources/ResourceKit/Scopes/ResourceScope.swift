@@ -40,6 +40,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     private let state = Locked(State())
 
+    @usableFromInline
     init(label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?, registry: ResourceRegistry?) {
         self.label = label
         self.parent = parent
@@ -87,6 +88,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         cancel(.cancelled)
     }
 
+    @usableFromInline
     func cancel(_ reason: CancellationReason) {
         let work = state.withLock { state -> ([ResourceHandle], [ResourceScope])? in
             guard state.cancelReason == nil, state.phase != .finished else { return nil }
@@ -109,7 +111,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// ``DeadlineExceededError`` after the deadline).
     /// - Throws: also ``ResourceKitError/Code/alreadyRegistered`` if the object is registered already.
     @discardableResult
-    public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) async throws -> ResourceHandle {
+    nonisolated(nonsending) public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) async throws -> ResourceHandle {
         let handle = try registry.register(resource, kind: kind, label: label, scopePath: path, deadline: deadline)
         let rejection = state.withLock { state -> CancellationReason? in
             guard state.phase == .open else { return .cancelled }
@@ -150,17 +152,20 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     }
 
     /// Ends the scope: closes every resource, last acquired first, each shielded and bounded.
-    func finish() async {
+    @usableFromInline
+    nonisolated(nonsending) func finish() async {
         let (handles, timer) = state.withLock { state -> ([ResourceHandle], ReactorTimerID?) in
             state.phase = .finishing
             defer { state.deadlineTimer = nil }
             return (state.handles, state.deadlineTimer)
         }
         if let timer { IOReactor.shared.cancelTimer(timer) }
+        var stillClosing: [ResourceHandle] = []
         for handle in handles.reversed() {
-            await handle.close()
+            if case .alreadyClosed = await handle.close() { stillClosing.append(handle) }
         }
-        for handle in handles where handle.phase != .closed {
+        // Closed by someone else (an adapter, an owner) who has not finished yet: report it.
+        for handle in stillClosing.reversed() where handle.phase != .closed {
             registry.didLeak(handle.info, reason: .unclosedAtScopeEnd)
         }
         state.withLock { state in

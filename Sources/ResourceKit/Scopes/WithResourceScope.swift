@@ -12,7 +12,7 @@
 /// is cancelled at once from inside `withTaskCancellationHandler`; blocked operations throw
 /// `CancellationError` immediately. Closing still happens, shielded from the cancellation and bounded per kind.
 /// If the task is already cancelled on entry, the scope starts cancelled (registrations fail fast).
-@discardableResult
+@inlinable @discardableResult
 public func withResourceScope<Result>(
     _ label: String,
     deadline: Deadline? = nil,
@@ -44,8 +44,9 @@ public func withResourceScope<Result>(
 /// `@unchecked Sendable`: the value was returned as `sending` by `body`, so it is in a disconnected region
 /// that nothing else references; the box is created once, never shared, and emptied exactly once by the
 /// function that created it, which then returns the value as `sending`.
-private struct SendingBox<Value>: @unchecked Sendable {
-    private let value: Value
-    init(_ value: consuming Value) { self.value = value }
-    consuming func take() -> Value { value }
+@usableFromInline
+struct SendingBox<Value>: @unchecked Sendable {
+    @usableFromInline let value: Value
+    @inlinable init(_ value: consuming Value) { self.value = value }
+    @inlinable consuming func take() -> Value { value }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Fan-out of values to any number of `AsyncStream` subscribers, each with its own newest-first buffer.
 /// Subscriptions are removed when their consumer stops iterating. Thread-safe; yielding never blocks.
 final class Broadcast<Element: Sendable>: Sendable {
@@ -8,6 +10,13 @@ final class Broadcast<Element: Sendable>: Sendable {
     }
 
     private let state = Locked(State())
+    /// Mirrors `state.subscribers.count` (written under the lock), so that a producer with nobody listening
+    /// skips building the value at all.
+    private let subscriberCount = Atomic<Int>(0)
+
+    /// `true` while at least one stream is subscribed. A value yielded concurrently with a subscription may or
+    /// may not reach it, as with the lock alone.
+    var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
     /// A stream of every value yielded from now on; already finished if ``finish()`` ran.
     func subscribe(bufferingNewest limit: Int) -> AsyncStream<Element> {
@@ -16,6 +25,7 @@ final class Broadcast<Element: Sendable>: Sendable {
             guard !state.finished else { return nil }
             state.nextID += 1
             state.subscribers[state.nextID] = continuation
+            subscriberCount.store(state.subscribers.count, ordering: .relaxed)
             return state.nextID
         }
         guard let id else {
@@ -23,12 +33,17 @@ final class Broadcast<Element: Sendable>: Sendable {
             return stream
         }
         continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+            guard let self else { return }
+            self.state.withLock { state in
+                state.subscribers.removeValue(forKey: id)
+                self.subscriberCount.store(state.subscribers.count, ordering: .relaxed)
+            }
         }
         return stream
     }
 
     func yield(_ value: Element) {
+        guard hasSubscribers else { return }
         for subscriber in state.withLock({ Array($0.subscribers.values) }) {
             subscriber.yield(value)
         }
@@ -38,7 +53,10 @@ final class Broadcast<Element: Sendable>: Sendable {
     func finish() {
         let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
             state.finished = true
-            defer { state.subscribers = [:] }
+            defer {
+                state.subscribers = [:]
+                subscriberCount.store(0, ordering: .relaxed)
+            }
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers { subscriber.finish() }

@@ -2,37 +2,133 @@
 import Glibc
 #endif
 
-/// A value guarded by a `pthread_mutex_t`. Public so that adapters (ours and third parties) share the one
-/// lock that ThreadSanitizer understands.
+/// A value guarded by a `pthread_mutex_t`: ResourceKit's one lock type, public so that adapters (ours and
+/// third parties) share the one lock that ThreadSanitizer understands.
 ///
 /// ResourceKit uses it instead of `Synchronization.Mutex` because ThreadSanitizer on Linux cannot see
 /// `Mutex`'s futex-based synchronisation and reports every guarded access as a race, which would make the
 /// sanitizer pass worthless; it does intercept `pthread_mutex_lock`.
 ///
-/// `@unchecked Sendable`: `value` is only read or written inside `withLock`, between `pthread_mutex_lock` and
-/// `pthread_mutex_unlock` on a mutex this object allocates in `init` and destroys in `deinit`; the pointer
-/// itself is immutable. `Value: Sendable` keeps non-Sendable state from escaping through `withLock`'s result.
-public final class Locked<Value: Sendable>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+/// `Locked` is a reference: copies share the value and the mutex. The value and the mutex live in one heap
+/// allocation.
+///
+/// `@unchecked Sendable`: the only stored property is a reference to a ``LockedStorage`` (not `Sendable`
+/// itself, as `ManagedBuffer` never is), whose value is only read or written inside `withLock`/`wait`,
+/// between `pthread_mutex_lock` and `pthread_mutex_unlock` on the mutex in the same object, which is
+/// initialised before the reference is shared and destroyed after the last one is gone. `Value: Sendable`
+/// keeps non-Sendable state from escaping through `withLock`'s result.
+///
+/// The rule for every caller: decide under the lock, act after it. Never resume a continuation, start a task,
+/// publish an event, call adapter code or make a system call that may block inside ``withLock(_:)``.
+public struct Locked<Value: Sendable>: @unchecked Sendable {
+    private let storage: LockedStorage<Value>
 
     /// Creates the lock around `value`.
     public init(_ value: Value) {
-        self.value = value
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
+        storage = LockedStorage.make(value, withCondition: false)
     }
+
+    /// Creates the lock with a condition variable, for ``waitWithLock(until:)``: only for dedicated threads
+    /// (the blocking pool's), never the cooperative pool.
+    init(_ value: Value, withCondition: Bool) {
+        storage = LockedStorage.make(value, withCondition: withCondition)
+    }
+
+    /// Runs `body` with exclusive access to the value.
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try storage.withLock(body)
+    }
+
+    /// With the lock: blocks the calling thread until `take` returns a result, releasing the lock while
+    /// parked. Requires `init(_:withCondition: true)`; for dedicated threads only.
+    func waitWithLock<Result>(until take: (inout Value) -> Result?) -> Result {
+        storage.wait(until: take)
+    }
+
+    /// With the lock: runs `body`, then wakes one thread parked in ``waitWithLock(until:)`` (or all of them).
+    func withLockSignalling<Result>(all: Bool = false, _ body: (inout Value) throws -> Result) rethrows -> Result {
+        try storage.withLock { value in
+            defer { storage.signal(all: all) }
+            return try body(&value)
+        }
+    }
+}
+
+/// The header of a ``LockedStorage``.
+struct LockedHeader<Value> {
+    var value: Value
+    let hasCondition: Bool
+}
+
+/// The heap object behind ``Locked``: the value in the header, the pthread objects in the tail (raw words, so
+/// that a lock without a condition does not pay for one). Shared across threads only through ``Locked`` (see
+/// its proof).
+final class LockedStorage<Value>: ManagedBuffer<LockedHeader<Value>, UInt64> {
+    private static var mutexWords: Int { (MemoryLayout<pthread_mutex_t>.size + 7) / 8 }
+    private static var conditionWords: Int { (MemoryLayout<pthread_cond_t>.size + 7) / 8 }
+
+    static func make(_ value: Value, withCondition: Bool) -> LockedStorage<Value> {
+        let words = mutexWords + (withCondition ? conditionWords : 0)
+        let storage = unsafeDowncast(create(minimumCapacity: words) { _ in LockedHeader(value: value, hasCondition: withCondition) }, to: LockedStorage<Value>.self)
+        storage.withUnsafeMutablePointerToElements { words in
+            pthread_mutex_init(Self.mutex(words), nil)
+            if withCondition {
+                pthread_cond_init(Self.condition(words), nil)
+            }
+        }
+        return storage
+    }
+
+    /// Read through a pointer: `header` would copy the whole value.
+    private var hasCondition: Bool { withUnsafeMutablePointerToHeader { $0.pointee.hasCondition } }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
+        let hasCondition = self.hasCondition
+        withUnsafeMutablePointerToElements { words in
+            if hasCondition { pthread_cond_destroy(Self.condition(words)) }
+            pthread_mutex_destroy(Self.mutex(words))
+        }
     }
 
-    /// Runs `body` with exclusive access to the value. Never resume a continuation or call out to adapter
-    /// code inside `body`: decide under the lock, act after it.
-    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+    private static func mutex(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_mutex_t> {
+        UnsafeMutableRawPointer(words).assumingMemoryBound(to: pthread_mutex_t.self)
+    }
+
+    private static func condition(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_cond_t> {
+        UnsafeMutableRawPointer(words + mutexWords).assumingMemoryBound(to: pthread_cond_t.self)
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try withUnsafeMutablePointers { value, words in
+            let mutex = Self.mutex(words)
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(&value.pointee.value)
+        }
+    }
+
+    func wait<Result>(until take: (inout Value) -> Result?) -> Result {
+        precondition(hasCondition, "Locked: waitWithLock needs init(_:withCondition: true)")
+        return withUnsafeMutablePointers { value, words in
+            let mutex = Self.mutex(words)
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            while true {
+                if let result = take(&value.pointee.value) { return result }
+                pthread_cond_wait(Self.condition(words), mutex)
+            }
+        }
+    }
+
+    /// Called with the mutex held.
+    func signal(all: Bool) {
+        guard hasCondition else { return }
+        _ = withUnsafeMutablePointerToElements { words in
+            if all {
+                pthread_cond_broadcast(Self.condition(words))
+            } else {
+                pthread_cond_signal(Self.condition(words))
+            }
+        }
     }
 }

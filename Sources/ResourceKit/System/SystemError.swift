@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import CSystemShims
 
 /// A failed system call: its name and `errno`. The description names the call and the error, never the
 /// arguments (which may be paths or addresses).
@@ -21,7 +20,7 @@ public struct SystemError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The error for `call` with the calling thread's current `errno`.
     public static func current(_ call: String) -> SystemError {
-        SystemError(call, errno: rk_errno())
+        SystemError(call, errno: Syscall.errno)
     }
 
     /// The system's text for `errno` (`strerror`).
@@ -32,30 +31,5 @@ public struct SystemError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         "\(call) failed: \(reason) (errno \(errno))"
-    }
-}
-
-/// Syscall helpers in the shape of swift-system's: `-1` becomes a thrown ``SystemError``; `EINTR` is retried
-/// unless the call must not be (never retry `close`).
-public enum Syscall {
-    /// Runs `body`, retrying on `EINTR`, and returns its non-negative result or throws ``SystemError``.
-    public static func value<I: FixedWidthInteger>(
-        _ call: String,
-        retryOnInterrupt: Bool = true,
-        _ body: () -> I
-    ) throws(SystemError) -> I {
-        while true {
-            let result = body()
-            if result != -1 { return result }
-            let error = rk_errno()
-            if retryOnInterrupt && error == EINTR { continue }
-            throw SystemError(call, errno: error)
-        }
-    }
-
-    /// Closes a descriptor exactly once. `close` is never retried: on Linux the descriptor is released even
-    /// when `close` reports `EINTR`, and retrying could close a descriptor another thread just opened.
-    public static func close(_ fd: Int32) {
-        _ = Glibc.close(fd)
     }
 }

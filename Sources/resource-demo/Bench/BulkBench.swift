@@ -157,7 +157,7 @@ enum BulkBench {
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
             guard posix_spawnp(&pid, "psql", &actions, nil, argv, environ) == 0 else { return -1 }
             var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+            _ = try? Syscall.value("waitpid") { waitpid(pid, &status, 0) }
             return status
         }
         guard status == 0 else {

@@ -41,6 +41,7 @@ enum PostgresBench {
             for _ in 0..<rounds {
                 for fast in [false, true] {
                     connection.useCancelChannel(fast ? channel : nil)
+                    // Owner: this round, which cancels and awaits it.
                     let task = Task { try await connection.execute(sleepQuery) }
                     try await waitUntilActive(pid, observer: observer)
                     let start = ContinuousClock.now
@@ -51,6 +52,7 @@ enum PostgresBench {
                     if fast { figures.fastPathStopped.append(stopped) } else { figures.backendStopped.append(stopped) }
                 }
                 // Raw libpq: a thread blocked in PQexec, PQcancel from another thread.
+                // Owner: this round, which awaits it.
                 let returned = Task { await RawLibPQConnection.onThread { raw.exec(sleepQuery); return ContinuousClock.now } }
                 try await waitUntilActive(raw.backendPID, observer: observer)
                 let start = ContinuousClock.now
@@ -63,6 +65,7 @@ enum PostgresBench {
             for _ in 0..<pollingRounds {
                 let polled = try RawLibPQConnection(conninfo)
                 let parked = Locked(false)
+                // Owner: this round, which cancels and awaits it.
                 let task = Task { try pollingQuery(polled, parked: parked) }
                 try await waitUntilActive(polled.backendPID, observer: observer)
                 try await Task.sleep(for: .microseconds(Int64.random(in: 0..<10_000)))
@@ -146,6 +149,7 @@ enum PostgresBench {
                 func active() async throws -> Int {
                     try await observer.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1", ["%" + marker + "%"])[0].decode(Int.self, at: 0)
                 }
+                // Owner: this round, which cancels and awaits it.
                 let storm = Task {
                     await withTaskGroup(of: Void.self) { group in
                         for _ in 0..<queries {

@@ -1,4 +1,3 @@
-import CSystemShims
 import FileAdapter
 import Foundation
 import Glibc
@@ -22,6 +21,7 @@ enum ReadCancelBench {
         let reactor = IOReactor(name: "bench.socket")
         defer { reactor.shutdown() }
         var ours: [Duration] = []
+        var floor: [Duration] = []
         var polling: [Duration] = []
         try await withResourceScope("bench.socket", registry: ResourceRegistry()) { scope in
             let listener = try await SocketListener.bind(in: scope)
@@ -33,7 +33,10 @@ enum ReadCancelBench {
                 pairs.append((connection, try await listener.accept(in: scope)))
             }
             try await Task.sleep(for: .milliseconds(20))
+            // Each round measures the Swift floor right before ours, so both see the same machine state.
             for (connection, _) in pairs {
+                floor.append(await floorSample())
+                // Owner: this round (`cancelLatency` cancels and awaits it).
                 let task = Task { try await connection.read(upTo: 64) }
                 ours.append(await cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
             }
@@ -47,7 +50,8 @@ enum ReadCancelBench {
         defer { Syscall.close(client); Syscall.close(server) }
         for _ in 0..<pollingRounds { polling.append(try await pollingBaseline(client)) }
         return [Samples("socket read: cancel -> return", durations: ours),
-                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling)]
+                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling),
+                Samples("Swift floor, measured between the rounds", durations: floor)]
     }
 
     static func fifo(rounds: Int, pollingRounds: Int) async throws -> [Samples] {
@@ -56,9 +60,12 @@ enum ReadCancelBench {
         let reactor = IOReactor(name: "bench.fifo")
         defer { reactor.shutdown() }
         var ours: [Duration] = []
+        var floor: [Duration] = []
         try await withResourceScope("bench.fifo", registry: ResourceRegistry()) { scope in
             for _ in 0..<rounds {
+                floor.append(await floorSample())
                 let reader = try await StreamReader.open(path: path, in: scope, reactor: reactor)
+                // Owner: this round (`cancelLatency` cancels and awaits it).
                 let task = Task { try await reader.read() }
                 ours.append(await cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
             }
@@ -69,12 +76,14 @@ enum ReadCancelBench {
         for _ in 0..<pollingRounds { polling.append(try await pollingBaseline(reader)) }
         withExtendedLifetime(fifo) {}
         return [Samples("FIFO read: cancel -> return", durations: ours),
-                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling)]
+                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling),
+                Samples("Swift floor, measured between the rounds", durations: floor)]
     }
 
     /// What users write without adapters: wait up to 10 ms for data, then look at `Task.isCancelled`.
     static func pollingBaseline(_ fd: Int32) async throws -> Duration {
         let parked = Locked(false)
+        // Owner: this round, which cancels and awaits it.
         let task = Task<Void, any Error> {
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             while !Task.isCancelled {
@@ -97,29 +106,35 @@ enum ReadCancelBench {
     static func swiftFloor(rounds: Int) async -> Samples {
         var samples: [Duration] = []
         for _ in 0..<rounds {
-            let slot = Locked<(parked: CheckedContinuation<Void, Never>?, cancelled: Bool)>((nil, false))
-            let task = Task<Void, any Error> {
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { continuation in
-                        let resumeNow = slot.withLock { slot -> Bool in
-                            if slot.cancelled { return true }
-                            slot.parked = continuation
-                            return false
-                        }
-                        if resumeNow { continuation.resume() }
-                    }
-                } onCancel: {
-                    let continuation = slot.withLock { slot -> CheckedContinuation<Void, Never>? in
-                        slot.cancelled = true
-                        defer { slot.parked = nil }
-                        return slot.parked
-                    }
-                    continuation?.resume()
-                }
-            }
-            samples.append(await cancelLatency(task) { slot.withLock { $0.parked != nil } })
+            samples.append(await floorSample())
         }
         return Samples("Swift floor (bare continuation, onCancel resumes)", durations: samples)
+    }
+
+    /// One round of the Swift floor.
+    static func floorSample() async -> Duration {
+        let slot = Locked<(parked: CheckedContinuation<Void, Never>?, cancelled: Bool)>((nil, false))
+        // Owner: this round (`cancelLatency` cancels and awaits it).
+        let task = Task<Void, any Error> {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let resumeNow = slot.withLock { slot -> Bool in
+                        if slot.cancelled { return true }
+                        slot.parked = continuation
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            } onCancel: {
+                let continuation = slot.withLock { slot -> CheckedContinuation<Void, Never>? in
+                    slot.cancelled = true
+                    defer { slot.parked = nil }
+                    return slot.parked
+                }
+                continuation?.resume()
+            }
+        }
+        return await cancelLatency(task) { slot.withLock { $0.parked != nil } }
     }
 
     /// The raw limit: a plain thread blocked in `poll()`, woken through an eventfd; from the write to the
@@ -127,7 +142,7 @@ enum ReadCancelBench {
     static func rawLimit(rounds: Int) async -> Samples {
         var samples: [Duration] = []
         for _ in 0..<rounds {
-            let eventFD = rk_eventfd_create()
+            guard let eventFD = try? Syscall.makeEventFD() else { continue }
             let woke = Locked<ContinuousClock.Instant?>(nil)
             let blocked = Locked(false)
             let thread = Thread {
@@ -141,7 +156,7 @@ enum ReadCancelBench {
             // Let the thread reach poll() (it announced itself just before the call).
             try? await Task.sleep(for: .microseconds(200))  // a pause; the benchmark has no canceller
             let start = ContinuousClock.now
-            _ = rk_eventfd_signal(eventFD)
+            Syscall.signalEventFD(eventFD)
             var end: ContinuousClock.Instant?
             while end == nil {
                 end = woke.withLock { $0 }

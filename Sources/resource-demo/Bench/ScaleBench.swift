@@ -28,6 +28,7 @@ enum ScaleBench {
             for _ in 0..<count {
                 connections.append(try await SocketConnection.connect(host: "127.0.0.1", port: peer.port, in: scope, reactor: reactor))
             }
+            // Owner: this figure, which cancels and awaits it.
             let readers = Task {
                 await withTaskGroup(of: Void.self) { group in
                     for connection in connections {

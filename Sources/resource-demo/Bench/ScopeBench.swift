@@ -3,9 +3,9 @@ import ResourceKit
 /// Figure 5: the cost of a scope with one registered no-op resource, beside a bare
 /// `withTaskCancellationHandler` around a no-op.
 enum ScopeBench {
-    final class NoOpResource: ManagedResource {
+    final class NoOpResource: SynchronouslyClosedResource {
         func cancel() {}
-        func close() async throws {}
+        func closeSynchronously() {}
     }
 
     static let kind = ResourceKind(name: "bench.noop")

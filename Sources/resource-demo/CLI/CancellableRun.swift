@@ -30,12 +30,14 @@ func runCancellable<Value: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Value
 ) async -> RunReport<Value> {
     let cancelledAt = Locked<ContinuousClock.Instant?>(nil)
+    // Owner: this function, which awaits it.
     let task = Task { try await operation() }
     let markAndCancel: @Sendable () -> Void = {
         cancelledAt.withLock { $0 = $0 ?? .now }
         task.cancel()
     }
     let timer = cancelAfter.map { delay in
+        // Owner: this function, which cancels it once the operation returned.
         Task {
             try await Task.sleep(for: delay)
             markAndCancel()

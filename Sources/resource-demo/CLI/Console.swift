@@ -1,4 +1,5 @@
 import Glibc
+import ResourceKit
 
 /// Output for humans (stdout, stderr) and for programs (`--json`: one JSON object per line).
 enum Console {
@@ -29,9 +30,7 @@ enum Console {
         text.withUTF8 { buffer in
             var offset = 0
             while offset < buffer.count {
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
+                guard let written = try? Syscall.value("write", { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }) else {
                     return
                 }
                 offset += written
@@ -121,6 +120,7 @@ enum LiveStatus {
     static func `while`<T>(_ label: String?, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async rethrows -> T {
         guard let label, isatty(1) == 1 else { return try await body() }
         let started = ContinuousClock.now
+        // Owner: this function, which cancels and awaits it.
         let ticker = Task {
             while !Task.isCancelled {
                 let elapsed = ContinuousClock.now - started
@@ -148,7 +148,9 @@ enum TextTable {
     static func lines(header: [String], rows: [[String]]) -> [String] {
         let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
         func render(_ row: [String]) -> String {
-            row.enumerated().map { $0.element.padding(toLength: widths[$0.offset], withPad: " ", startingAt: 0) }.joined(separator: " | ")
+            row.enumerated().map { cell in
+                cell.element + String(repeating: " ", count: max(0, widths[cell.offset] - cell.element.count))
+            }.joined(separator: " | ")
         }
         return [render(header), widths.map { String(repeating: "-", count: $0) }.joined(separator: "-+-")] + rows.map(render)
     }

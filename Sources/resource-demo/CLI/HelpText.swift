@@ -18,7 +18,7 @@ enum HelpText {
       resource-demo listen --channel NAME [--cancel-after DURATION] [--postgres URL] [--json]
       resource-demo copy   [--rows N] [--cancel-after DURATION] [--postgres URL] [--json]
       resource-demo serve  [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
-      resource-demo bench  [--quick] [--json] [--postgres URL] [--report FILE.svg]
+      resource-demo bench  [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
       resource-demo --help | --version | COMMAND --help
 
     DURATION: 500us, 250ms, 2s, 1.5s. Without --postgres, DATABASE_URL is used, else a throwaway cluster is
@@ -77,9 +77,10 @@ enum HelpText {
           the COPY is cancelled mid-way (CopyFail and a cancel request), and the server's count(*) shows that
           nothing was committed. JSON: {"outcome", "rows_sent", "rows_in_table", ...}
         """),
-        "bench": Command(valueFlags: ["--postgres", "--report"], switchFlags: ["--quick", "--json"], help: """
-        resource-demo bench [--quick] [--json] [--postgres URL] [--report FILE.svg]
+        "bench": Command(valueFlags: ["--postgres", "--report"], switchFlags: ["--quick", "--core", "--json"], help: """
+        resource-demo bench [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
           Cancel-to-return latencies and throughput beside their references. Build with -c release.
+          --core: only the core's figures (reads, scope overhead, scale); no Postgres.
           --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
         """),
     ]

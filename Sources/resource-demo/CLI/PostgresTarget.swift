@@ -1,4 +1,5 @@
 import Foundation
+import EmbeddedPostgres
 import PostgresAdapter
 import ResourceKit
 
@@ -14,10 +15,10 @@ enum PostgresTarget {
             return try await body(configured)
         }
         if !quiet { Console.error("resource-demo: starting a throwaway PostgreSQL cluster (use --postgres URL to name a server)") }
-        // Started on an unstructured task, so a signal during the start does not abandon a half-started
-        // cluster: the start completes (a few seconds), then the cluster is stopped and the command ends.
+        // Shielded, so a signal during the start does not abandon a half-started cluster: the start completes
+        // (a few seconds), then the cluster is stopped and the command ends.
         let server = try await LiveStatus.while(quiet ? nil : "initdb and pg_ctl start") {
-            try await Task { try await EmbeddedPostgres.start() }.value
+            try await withCancellationShield { try await EmbeddedPostgres.start() }
         }
         do {
             try Task.checkCancellation()
@@ -32,6 +33,6 @@ enum PostgresTarget {
 
     /// Stops the cluster even when the calling task was cancelled.
     private static func stop(_ server: EmbeddedPostgres) async {
-        await Task { await server.stop() }.value
+        try? await withCancellationShield(timeout: .seconds(30)) { await server.stop() }
     }
 }

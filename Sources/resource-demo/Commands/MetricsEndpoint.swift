@@ -85,7 +85,7 @@ enum MetricsEndpoint {
         let clients = Locked(0)
         try await withThrowingDiscardingTaskGroup { group in
             while true {
-                let accepted = Signal()
+                let accepted = OneShotEvent()
                 group.addTask {
                     do {
                         try await withResourceScope("metrics.client") { scope in

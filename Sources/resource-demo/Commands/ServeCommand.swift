@@ -34,10 +34,10 @@ enum ServeCommand {
             do {
                 try await serve(configuration, pool: pool)
             } catch {
-                await Task { await pool.shutdown() }.value
+                try? await withCancellationShield(timeout: .seconds(10)) { await pool.shutdown() }
                 throw error
             }
-            await Task { await pool.shutdown() }.value
+            try? await withCancellationShield(timeout: .seconds(10)) { await pool.shutdown() }
             return 0
         }
     }
@@ -59,7 +59,7 @@ enum ServeCommand {
                 }
                 while true {
                     // One acceptor at a time, each in the scope of the client it accepts.
-                    let accepted = Signal()
+                    let accepted = OneShotEvent()
                     group.addTask {
                         do {
                             try await withResourceScope("client") { clientScope in

@@ -1,5 +1,6 @@
 import PostgresAdapter
 import ResourceKit
+import PostgresTestSupport
 import TestSupport
 import Testing
 
@@ -25,7 +26,7 @@ import Testing
             mutating func next() async throws -> [UInt8]? {
                 guard next <= to else { return nil }
                 if let stallAfter, produced.withLock({ $0 }) >= stallAfter {
-                    try await Signal().wait()  // never set: only cancellation ends it
+                    try await OneShotEvent().wait()  // never set: only cancellation ends it
                 }
                 let last = Swift.min(next + perChunk - 1, to)
                 var text = ""
@@ -85,7 +86,7 @@ import Testing
                     }) == 3 {
                         // A consumer busy elsewhere until it is cancelled: its next `next()` then meets the
                         // cancellation (whatever the machine's load, the cancel lands mid-COPY).
-                        do { try await Signal().wait() } catch {}
+                        do { try await OneShotEvent().wait() } catch {}
                     }
                 }
             }

@@ -1,5 +1,6 @@
 import PostgresAdapter
 import ResourceKit
+import PostgresTestSupport
 import TestSupport
 import Testing
 

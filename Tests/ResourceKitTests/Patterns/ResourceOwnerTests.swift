@@ -6,7 +6,7 @@ import Testing
     @Test func sameKeyRunsOnceAndRequestsObserveProgressAndOutcome() async throws {
         let owner = ResourceOwner("uploads", registry: ResourceRegistry())
         let runs = Locked(0)
-        let release = Signal()
+        let release = OneShotEvent()
         let work: @Sendable (OwnedWorkContext) async throws -> Int = { context in
             runs.withLock { $0 += 1 }
             context.report(progress: 0.5)
@@ -40,9 +40,9 @@ import Testing
         let registry = ResourceRegistry()
         let events = registry.events()
         let owner = ResourceOwner("sync", gracePeriod: .milliseconds(300), watchdog: .milliseconds(300), registry: registry)
-        let finishSoon = Signal()
+        let finishSoon = OneShotEvent()
         let pipe = Locked<PipeResource?>(nil)
-        let letStuckEnd = Signal()
+        let letStuckEnd = OneShotEvent()
 
         _ = try owner.run(key: "finishes") { _ in try await finishSoon.wait() }
         _ = try owner.run(key: "cooperative") { context in

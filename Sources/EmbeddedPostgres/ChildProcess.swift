@@ -1,3 +1,4 @@
+import ResourceKit
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,8 +25,10 @@ enum ChildProcess {
         let spawned = posix_spawn(&pid, arguments[0], &actions, nil, argv, environ)
         guard spawned == 0 else { throw SpawnError(errno: spawned) }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            if errno != EINTR { throw SpawnError(errno: errno) }
+        do {
+            _ = try Syscall.value("waitpid") { waitpid(pid, &status, 0) }
+        } catch {
+            throw SpawnError(errno: error.errno)
         }
         // WIFEXITED / WEXITSTATUS, spelled out (the macros are not imported).
         if status & 0x7f == 0 { return (status >> 8) & 0xff }

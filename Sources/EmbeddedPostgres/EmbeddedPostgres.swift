@@ -187,23 +187,23 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     /// Stops the server abruptly (`pg_ctl stop -m immediate`), keeping the data directory: for fault tests.
-    public func killImmediately() async throws {
+    package func killImmediately() async throws {
         try await Self.clusterPool.run { try self.killImmediatelyBlocking() }
     }
 
     /// The blocking form of ``killImmediately()``.
-    public func killImmediatelyBlocking() throws {
+    package func killImmediatelyBlocking() throws {
         try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "immediate", "-w", "stop"], asRoot: getuid() == 0, log: nil)
     }
 
     /// Restarts the server on the same port (`pg_ctl restart -m fast`: every session is terminated), or
     /// starts it again after ``killImmediately()``; waits on the cluster threads.
-    public func restart() async throws {
+    package func restart() async throws {
         try await Self.clusterPool.run { try self.restartBlocking() }
     }
 
     /// The blocking form of ``restart()``.
-    public func restartBlocking() throws {
+    package func restartBlocking() throws {
         try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-l", dataDirectory + "/server.log", "-m", "fast", "-w", "-t", "60", "-o", serverOptions, "restart"], asRoot: getuid() == 0, log: dataDirectory + "/pg_ctl-restart.log")
     }
 

@@ -1,5 +1,7 @@
+import TestSupport
 import Foundation
 public import PostgresAdapter
+public import EmbeddedPostgres
 import ResourceKit
 
 /// The server the Postgres tests use: `RESOURCEKIT_TEST_POSTGRES` (a conninfo or URL) if set, else one

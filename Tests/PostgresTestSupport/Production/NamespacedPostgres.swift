@@ -1,5 +1,7 @@
+import TestSupport
 import Foundation
 import PostgresAdapter
+import EmbeddedPostgres
 import ResourceKit
 
 #if canImport(Glibc)
@@ -86,18 +88,5 @@ public final class NamespacedPostgres: Sendable {
     public func stop() async {
         if let postmaster = postmasterPID { kill(postmaster, SIGINT) }
         await service.stop()
-    }
-}
-
-extension BackgroundProcess {
-    /// Runs a program to completion (waiting on the blocking pool) and returns its exit status.
-    public static func runToCompletion(_ arguments: [String], logPath: String) async throws -> Int32 {
-        let process = try BackgroundProcess(arguments, logPath: logPath)
-        let pid = process.pid
-        return try await waiters.run {
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-            return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        }
     }
 }

@@ -1,5 +1,7 @@
+import TestSupport
 import Foundation
-public import PostgresAdapter
+import PostgresAdapter
+public import EmbeddedPostgres
 import ResourceKit
 
 /// The production shapes the Postgres adapter is tested against, started once per test process and stopped

@@ -12,6 +12,7 @@ public final class BackgroundProcess: Sendable {
     /// Why a helper could not be started or did not come up.
     public struct Failure: Error, CustomStringConvertible {
         public let description: String
+        public init(description: String) { self.description = description }
     }
 
     public let pid: Int32
@@ -127,7 +128,7 @@ public final class BackgroundProcess: Sendable {
 public final class BackgroundService: Sendable {
     public let port: Int
     public let directory: String
-    let process: BackgroundProcess
+    public let process: BackgroundProcess
     private let stopSignal: Int32
 
     /// Starts `arguments` (logging to `directory/<log>`) and waits until it listens on `port`.
@@ -161,5 +162,18 @@ public final class BackgroundService: Sendable {
     public func stop() async {
         await process.stop(signal: stopSignal)
         try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+extension BackgroundProcess {
+    /// Runs a program to completion (waiting on the blocking pool) and returns its exit status.
+    public static func runToCompletion(_ arguments: [String], logPath: String) async throws -> Int32 {
+        let process = try BackgroundProcess(arguments, logPath: logPath)
+        let pid = process.pid
+        return try await waiters.run {
+            var status: Int32 = 0
+            _ = try? Syscall.value("waitpid") { waitpid(pid, &status, 0) }
+            return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        }
     }
 }

@@ -1,3 +1,4 @@
+import TestSupport
 import PostgresAdapter
 public import ResourceKit
 

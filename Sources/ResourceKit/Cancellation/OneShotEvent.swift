@@ -1,8 +1,18 @@
-/// A one-shot event: set once (any thread, non-blocking), awaited by any number of tasks.
+/// A one-shot event: set once (any thread, non-blocking), awaited by any number of tasks. (Not a Unix signal:
+/// ResourceKit never installs signal handlers.)
 ///
 /// Adapters use it for "the next operation must wait until X happened" (a cancel request finished, a
-/// connection drained). Waiting after the event was set returns at once.
-public final class Signal: Sendable {
+/// connection drained); tests use it to wait for an event instead of sleeping. Waiting after the event was
+/// set returns at once.
+///
+/// ```swift
+/// let drained = OneShotEvent()
+/// // on the thread that finishes the work:
+/// drained.set()
+/// // in any task:
+/// try await drained.wait(deadline: .now + .seconds(1))
+/// ```
+public final class OneShotEvent: Sendable {
     private struct State: Sendable {
         var isSet = false
         var waiters: [ObjectIdentifier: CancellationCell<Void>] = [:]
@@ -30,12 +40,12 @@ public final class Signal: Sendable {
     /// Waits until the event is set.
     ///
     /// Cancellation: throws `CancellationError` at once when the task is cancelled (the event is unaffected),
-    /// ``DeadlineExceededError`` when `deadline` passes.
-    public func wait(deadline: ContinuousClock.Instant? = nil) async throws {
+    /// unless `shielded`; ``DeadlineExceededError`` when `deadline` passes (shielded or not).
+    public func wait(deadline: ContinuousClock.Instant? = nil, shielded: Bool = false) async throws {
         if isSet { return }
         let cell = CancellationCell<Void>()
         let key = ObjectIdentifier(cell)
-        try await cell.run(deadline: deadline, onCancel: { [weak self] _ in
+        try await cell.run(deadline: deadline, shielded: shielded, onCancel: { [weak self] _ in
             _ = self?.state.withLock { $0.waiters.removeValue(forKey: key) }
         }) { cell in
             let alreadySet = state.withLock { state -> Bool in
