@@ -22,7 +22,7 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
     /// Whether reads at the end of the file wait for it to grow.
     public let follows: Bool
     /// Read-ahead for `readLine` and friends.
-    public let readAhead = Locked(LineFramer(maxLength: 4096))
+    public let readAhead = ReadAhead()
 
     /// The descriptor; the lock is held during each `pread`, so close waits for a running chunk.
     private let fd: Locked<Int32?>

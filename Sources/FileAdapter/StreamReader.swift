@@ -16,7 +16,7 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
     let descriptor: GuardedDescriptor
     private let handleSlot = Locked<ResourceHandle?>(nil)
     /// Read-ahead for `readLine` and friends.
-    public let readAhead = Locked(LineFramer(maxLength: 4096))
+    public let readAhead = ReadAhead()
     /// Flags to restore on close when the descriptor is shared with the rest of the process (stdin).
     private let restoreFlags: (fd: Int32, flags: Int32)?
 

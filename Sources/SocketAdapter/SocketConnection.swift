@@ -20,7 +20,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     let descriptor: GuardedDescriptor
     private let handleSlot = Locked<ResourceHandle?>(nil)
     /// Read-ahead for `readLine` and friends.
-    public let readAhead = Locked(LineFramer(maxLength: 4096))
+    public let readAhead = ReadAhead()
 
     init(fd: Int32, reactor: IOReactor) {
         descriptor = GuardedDescriptor(fd, reactor: reactor)
@@ -43,11 +43,11 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         host: String,
         port: Int,
         in scope: ResourceScope,
-        deadline: Deadline? = nil,
+        deadline: ContinuousClock.Instant? = nil,
         reactor: IOReactor = .shared
     ) async throws -> SocketConnection {
         try scope.checkCancellation()
-        let effective = Deadline.earliest(deadline?.instant, scope.deadline)
+        let effective = [deadline, scope.deadline].compactMap { $0 }.min()
         let addresses = try await SocketAddress.resolve(host: host, port: port, deadline: effective)
         var lastError: (any Error)?
         for address in addresses {
@@ -61,18 +61,18 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     }
 
     /// Connects to a Unix-domain socket at `path`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
-    public static func connect(unixPath path: String, in scope: ResourceScope, deadline: Deadline? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
+    public static func connect(unixPath path: String, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
         try await connect(to: .unix(path: path), in: scope, deadline: deadline, reactor: reactor)
     }
 
     /// Connects to `address`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
-    public static func connect(to address: SocketAddress, in scope: ResourceScope, deadline: Deadline? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
+    public static func connect(to address: SocketAddress, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
         let fd = socket(address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw SocketError.from(errno: Syscall.errno, call: "socket") }
         let connection = SocketConnection(fd: fd, reactor: reactor)
         let handle = try await connection.register(in: scope, label: address.family == .unix ? "unix client" : "tcp client")
         do {
-            try await connection.finishConnect(to: address, handle: handle, deadline: deadline?.instant)
+            try await connection.finishConnect(to: address, handle: handle, deadline: deadline)
         } catch {
             // Release the descriptor now (not at scope end), so trying the next address does not pile them up.
             await handle.close()

@@ -166,7 +166,7 @@ import Testing
             let observer = try await PostgresConnection.connect(conninfo, in: outer)
             var pid: Int32 = 0
             await #expect(throws: DeadlineExceededError.self) {
-                try await withResourceScope("request", deadline: .after(.milliseconds(300))) { scope in
+                try await withResourceScope("request", deadline: .now + .milliseconds(300)) { scope in
                     let connection = try await PostgresConnection.connect(conninfo, in: scope)
                     pid = connection.backendPID ?? 0
                     try await connection.execute("SELECT pg_sleep(20)")
@@ -207,7 +207,7 @@ import Testing
         connection.cancelCurrentQuery()
         connection.cancel()
         #expect(connection.isBroken)
-        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
+        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.code == .connection }
     }
 }
 

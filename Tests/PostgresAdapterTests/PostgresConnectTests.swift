@@ -30,11 +30,11 @@ import Testing
         try await withResourceScope("bad", registry: registry) { scope in
             await #expect { try await PostgresConnection.connect("host=127.0.0.1 password=s3cret port", in: scope) } throws: { error in
                 guard let error = error as? PostgresError else { return false }
-                return error.kind == .invalidConfiguration && !error.description.contains("s3cret")
+                return error.code == .invalidConfiguration && !error.description.contains("s3cret")
             }
             await #expect { try await PostgresConnection.connect("postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=2", in: scope) } throws: { error in
                 guard let error = error as? PostgresError else { return false }
-                return error.kind == .connection && !error.description.contains("s3cret")
+                return error.code == .connection && !error.description.contains("s3cret")
             }
         }
         #expect(registry.liveCount == 0)
@@ -109,10 +109,10 @@ import Testing
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             await #expect { try await connection.execute("SELEC 1") } throws: { error in
                 guard let error = error as? PostgresError else { return false }
-                return error.kind == .server && error.sqlState == "42601" && error.position == 1
+                return error.code == .server && error.sqlState == "42601" && error.position == 1
             }
             await #expect { try await connection.execute("SELECT $1::int + $2::int", [1]) } throws: {
-                ($0 as? PostgresError)?.kind == .server
+                ($0 as? PostgresError)?.code == .server
             }
             await #expect { try await connection.execute("SELECT 'x'::int") } throws: {
                 ($0 as? PostgresError)?.sqlState == "22P02"
@@ -131,7 +131,7 @@ import Testing
                 try await Task.sleep(for: .milliseconds(100))
                 let killed = ContinuousClock.now
                 try await server.killImmediately()
-                await #expect { try await task.value } throws: { ($0 as? PostgresError)?.kind == .connection }
+                await #expect { try await task.value } throws: { ($0 as? PostgresError)?.code == .connection }
                 #expect(ContinuousClock.now - killed < .seconds(1) + .seconds(2), "includes pg_ctl's own time")
                 #expect(connection.isBroken)
             }

@@ -35,11 +35,11 @@ import Testing
         #expect(hosts.count == addresses.count && addresses.count == ports.count)
         let mismatched = try ConnectionInfo("host=a,b,c port=1,2")
         await #expect { try await mismatched.resolvingHostNames(on: .shared, boundTo: nil) } throws: {
-            ($0 as? PostgresError)?.kind == .invalidConfiguration
+            ($0 as? PostgresError)?.code == .invalidConfiguration
         }
         let unknown = try ConnectionInfo("host=no-such-host.invalid")
         await #expect { try await unknown.resolvingHostNames(on: .shared, boundTo: nil) } throws: {
-            ($0 as? PostgresError)?.kind == .connection
+            ($0 as? PostgresError)?.code == .connection
         }
         #expect(try ConnectionInfo("host=db hostaddr=10.0.0.1").hostNamesToResolve.isEmpty)
     }
@@ -113,9 +113,9 @@ import Testing
             try await connection.execute("DO $$ BEGIN RAISE NOTICE 'secret payload'; END $$")
         }
         let seen = await collectEvents(events) {
-            $0.contains { if case .adapter("postgres.notice.NOTICE") = $0.kind { true } else { false } }
+            $0.contains { if case .adapter("postgres.notice.NOTICE") = $0.what { true } else { false } }
         }
-        #expect(seen.contains { if case .adapter("postgres.notice.NOTICE") = $0.kind { true } else { false } })
+        #expect(seen.contains { if case .adapter("postgres.notice.NOTICE") = $0.what { true } else { false } })
     }
 }
 

@@ -18,7 +18,7 @@ import Testing
         try await withResourceScope("bad", registry: registry) { scope in
             await #expect { try await PostgresConnection.connect(conninfo, in: scope) } throws: { error in
                 guard let error = error as? PostgresError else { return false }
-                return [.invalidConfiguration, .connection].contains(error.kind) && !error.description.contains("secret")
+                return [.invalidConfiguration, .connection].contains(error.code) && !error.description.contains("secret")
             }
         }
         #expect(registry.liveCount == 0)

@@ -26,7 +26,7 @@ import Testing
         }
         let killed = ContinuousClock.now
         try await server.killImmediately()
-        await #expect { try await query.value } throws: { ($0 as? PostgresError)?.kind == .connection }
+        await #expect { try await query.value } throws: { ($0 as? PostgresError)?.code == .connection }
         #expect(ContinuousClock.now - killed < .seconds(1) + .seconds(2), "within 1 s of the server going away (plus pg_ctl's own time)")
 
         try await server.restart()

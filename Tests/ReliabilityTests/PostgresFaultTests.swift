@@ -96,7 +96,7 @@ import Testing
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
         let started = ContinuousClock.now
-        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.kind == .connection }
+        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.code == .connection }
         let waited = ContinuousClock.now - started
         #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
         #expect(connection.isBroken)

@@ -121,7 +121,7 @@ import Testing
             // A client that sends nothing is closed when its 5 s deadline passes.
             // (Bounded: if the server never closed it, the test's own 10 s deadline fails it instead of hanging.)
             let waited = ContinuousClock.now
-            try await withResourceScope("silent", deadline: .after(.seconds(10))) { silentScope in
+            try await withResourceScope("silent", deadline: .now + .seconds(10)) { silentScope in
                 let silent = try await SocketConnection.connect(host: "127.0.0.1", port: metrics, in: silentScope)
                 #expect(try await silent.receive(upTo: 1024) == nil)
             }

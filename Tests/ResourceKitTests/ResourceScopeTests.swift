@@ -187,9 +187,9 @@ import TestSupport
         #expect(counters?.failed == 1)
         #expect(counters?.closed == 2)
         #expect(registry.liveCount == 0)
-        var kinds: [ResourceEvent.Kind] = []
+        var kinds: [ResourceEvent.What] = []
         for await event in events {
-            kinds.append(event.kind)
+            kinds.append(event.what)
             if kinds.count == 4 { break }
         }
         #expect(kinds.contains(.closeFailed(errorType: "Failure")))
@@ -213,18 +213,18 @@ import TestSupport
     @Test func deadlineIsItsOwnErrorAndNestsByMinimum() async throws {
         let registry = ResourceRegistry()
         let pipe = try PipeResource()
-        let outer = Deadline.after(.milliseconds(80))
+        let outer = ContinuousClock.now + .milliseconds(80)
         await #expect(throws: DeadlineExceededError.self) {
             try await withResourceScope("outer", deadline: outer, registry: registry) { _ in
-                try await withResourceScope("inner", deadline: .after(.seconds(30))) { inner in
-                    #expect(inner.deadline == outer.instant)
+                try await withResourceScope("inner", deadline: .now + .seconds(30)) { inner in
+                    #expect(inner.deadline == outer)
                     let handle = try await inner.register(pipe, kind: PipeResource.kind, label: "pipe")
-                    #expect(handle.deadline == outer.instant)
+                    #expect(handle.deadline == outer)
                     _ = try await pipe.readByte(boundTo: handle)
                 }
             }
         }
-        #expect(ContinuousClock.now >= outer.instant)
+        #expect(ContinuousClock.now >= outer)
         let closes = pipe.closeCount.load(ordering: .relaxed)
         #expect(closes == 1)
         #expect(ProcFD.openPipes([pipe.inode]) == 0)
@@ -234,7 +234,7 @@ import TestSupport
         let registry = ResourceRegistry()
         let log = CloseLog()
         await #expect(throws: DeadlineExceededError.self) {
-            try await withResourceScope("late", deadline: .at(.now - .seconds(1)), registry: registry) { scope in
+            try await withResourceScope("late", deadline: .now - .seconds(1), registry: registry) { scope in
                 try await scope.register(RecordingResource("r", log: log), kind: kind, label: "r")
             }
         }
@@ -250,7 +250,7 @@ import TestSupport
         #expect(registry.liveCount == 0)
         #expect(registry.snapshot().counters[kind.name]?.leaked == 1)
         for await event in events {
-            if case .leaked(.deinitializedWithoutClose) = event.kind { break }
+            if case .leaked(.deinitializedWithoutClose) = event.what { break }
         }
         // Best-effort close after the leak report.
         try await waitUntil { !(log.all.count < 2) }

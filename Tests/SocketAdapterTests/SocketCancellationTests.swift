@@ -80,7 +80,7 @@ import Testing
                 for _ in 0..<8 {
                     do {
                         fillers.append(try await SocketConnection.connect(
-                            host: "127.0.0.1", port: listener.port, in: scope, deadline: .after(.milliseconds(300))))
+                            host: "127.0.0.1", port: listener.port, in: scope, deadline: .now + .milliseconds(300)))
                     } catch is DeadlineExceededError {
                         full = true
                         break
@@ -110,7 +110,7 @@ import Testing
             let listener = try await SocketListener.bind(in: server)
             let acceptor = Task { try await listener.accept(in: server) }
             await #expect(throws: DeadlineExceededError.self) {
-                try await withResourceScope("client", deadline: .after(.milliseconds(60))) { scope in
+                try await withResourceScope("client", deadline: .now + .milliseconds(60)) { scope in
                     let connection = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope)
                     inode = try #require(Self.socketInode(connection))
                     _ = try await connection.read(upTo: 16)

@@ -115,7 +115,7 @@ extension PostgresConnection {
         guard state.withLock({ $0.keyPID == 0 }) else { return }
         do {
             try await execute("SET client_connection_check_interval = 250")
-        } catch let error as PostgresError where error.kind == .server {
+        } catch let error as PostgresError where error.code == .server {
             handle?.report("postgres.connection.noVanishCheck")
         }
     }
@@ -130,7 +130,7 @@ extension PostgresConnection {
             if let row = try await query(PostgresBackendIdentity.probe).first {
                 identity = try PostgresBackendIdentity.verified(keyPID: keyPID, row: row)
             }
-        } catch let error as PostgresError where error.kind == .server || error.kind == .decoding {
+        } catch let error as PostgresError where error.code == .server || error.code == .decoding {
             identity = nil
         }
         state.withLock { $0.identity = identity }

@@ -73,7 +73,7 @@ extension PostgresConnection {
                 case .rollback:
                     do {
                         _ = try await sendAndCollect("ROLLBACK", [])
-                    } catch let error as PostgresError where error.kind != .connection {
+                    } catch let error as PostgresError where error.code != .connection {
                         markBroken()
                         throw error
                     }

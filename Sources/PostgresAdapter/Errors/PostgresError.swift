@@ -1,16 +1,16 @@
 /// A Postgres failure that is not our cancellation.
 ///
-/// - ``Kind/server``: the server reported an error; ``sqlState``, ``severity``, ``message``, ``detail``,
+/// - ``Code/server``: the server reported an error; ``sqlState``, ``severity``, ``message``, ``detail``,
 ///   ``hint`` and ``position`` come from it. A `57014` (query_canceled) that *we* caused is never reported here:
 ///   it surfaces as `CancellationError` (or `DeadlineExceededError`). A `57014` from the server's own
 ///   `statement_timeout` is a failure and stays here.
-/// - ``Kind/connection``: could not connect, or the connection was lost or is broken.
-/// - ``Kind/invalidConfiguration``, ``Kind/invalidQuery``, ``Kind/decoding``, ``Kind/connectionBusy``:
+/// - ``Code/connection``: could not connect, or the connection was lost or is broken.
+/// - ``Code/invalidConfiguration``, ``Code/invalidQuery``, ``Code/decoding``, ``Code/connectionBusy``:
 ///   caller mistakes, reported before anything is sent where possible.
 ///
 /// The password is never part of any description.
 public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible {
-    public enum Kind: String, Sendable, Hashable {
+    public enum Code: String, Sendable, Hashable {
         case server
         case connection
         case invalidConfiguration
@@ -22,7 +22,7 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
         case pipelineAborted
     }
 
-    public let kind: Kind
+    public let code: Code
     /// The server's message, or ours.
     public let message: String
     /// SQLSTATE (server errors).
@@ -41,8 +41,8 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
         return Int(context[range.upperBound...].prefix { $0.isNumber })
     }
 
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
+    public init(_ code: Code, _ message: String) {
+        self.code = code
         self.message = message
     }
 
@@ -50,7 +50,7 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
     public var isQueryCanceled: Bool { sqlState == "57014" }
 
     public var description: String {
-        var text = "PostgresError.\(kind.rawValue)"
+        var text = "PostgresError.\(code.rawValue)"
         if let sqlState { text += " \(sqlState)" }
         if let severity { text += " \(severity)" }
         text += ": \(message)"

@@ -66,7 +66,7 @@ extension PostgresConnection {
                                 case (.prepare, .failure(let error)):
                                     prepareFailure = error
                                 case (.statement, .failure(let error))
-                                where error.kind == .pipelineAborted && prepareFailure != nil:
+                                where error.code == .pipelineAborted && prepareFailure != nil:
                                     results.append(.failure(prepareFailure!))
                                     prepareFailure = nil
                                 case (.statement, _):

@@ -42,7 +42,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     }
 
     /// `true` once the waiter was resumed or can no longer be (completed or cancelled).
-    public var isResolved: Bool {
+    var isResolved: Bool {
         inner.withLock { $0.machine.isResolved }
     }
 

@@ -9,7 +9,7 @@
 /// releasing the lock, so a continuation is never resumed while a lock that `onCancel` also takes is held.
 ///
 /// `Waiter` is the continuation type; tests use plain integers.
-public struct CancellationStateMachine<Waiter> {
+struct CancellationStateMachine<Waiter> {
     @usableFromInline
     enum State {
         /// Nothing happened yet.
@@ -33,10 +33,10 @@ public struct CancellationStateMachine<Waiter> {
     var state: State = .idle
 
     /// Creates a machine in its initial state.
-    public init() {}
+    init() {}
 
     /// What the driver does when the waiter suspends.
-    public enum SuspendAction {
+    enum SuspendAction {
         /// Call the start closure, then report ``startReturned()``.
         case start
         /// Resume the waiter with the reason's error at once; never start the operation.
@@ -44,7 +44,7 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// What the driver does after a cancel request.
-    public enum CancelAction {
+    enum CancelAction {
         /// Nothing: already cancelled, already completed, or not started yet (the start will see it).
         case none
         /// Resume the waiter with the reason's error; if `runHook`, also run the adapter's cancel hook.
@@ -52,7 +52,7 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// What the driver does when the operation delivers a result.
-    public enum CompleteAction {
+    enum CompleteAction {
         /// The result lost the race (cancelled first, or delivered twice): drop it.
         case none
         /// Resume the waiter with the result.
@@ -60,14 +60,14 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// What the driver does once the start closure returned.
-    public enum StartReturnedAction {
+    enum StartReturnedAction {
         case none
         /// A cancel arrived while starting: run the hook now that the start is complete.
         case runHook(CancellationReason)
     }
 
     /// The waiter suspends.
-    public mutating func suspend(_ waiter: Waiter) -> SuspendAction {
+    mutating func suspend(_ waiter: Waiter) -> SuspendAction {
         switch state {
         case .idle:
             state = .starting(waiter)
@@ -81,7 +81,7 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// The start closure returned.
-    public mutating func startReturned() -> StartReturnedAction {
+    mutating func startReturned() -> StartReturnedAction {
         switch state {
         case .starting(let waiter):
             state = .running(waiter)
@@ -98,7 +98,7 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// A cancel request. Idempotent: only the first one that finds a live waiter acts.
-    public mutating func cancel(_ reason: CancellationReason) -> CancelAction {
+    mutating func cancel(_ reason: CancellationReason) -> CancelAction {
         switch state {
         case .idle:
             state = .cancelledBeforeStart(reason)
@@ -115,7 +115,7 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// The operation delivered its result.
-    public mutating func complete() -> CompleteAction {
+    mutating func complete() -> CompleteAction {
         switch state {
         case .starting(let waiter):
             state = .startingCompleted
@@ -134,7 +134,7 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// The reason this operation was cancelled, if a cancel won the race.
-    public var cancellationReason: CancellationReason? {
+    var cancellationReason: CancellationReason? {
         switch state {
         case .cancelledBeforeStart(let reason), .startingCancelled(let reason):
             return reason
@@ -146,7 +146,7 @@ public struct CancellationStateMachine<Waiter> {
     }
 
     /// `true` once the waiter was resumed (or can no longer be).
-    public var isResolved: Bool {
+    var isResolved: Bool {
         switch state {
         case .idle, .starting, .running:
             return false

@@ -33,7 +33,7 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     public var description: String { "GuardedDescriptor(\(isClosed ? "closed" : "open"))" }
 
     /// `true` once ``close()`` ran.
-    public var isClosed: Bool { state.withLock { $0 == nil } }
+    var isClosed: Bool { state.withLock { $0 == nil } }
 
     /// Runs `body` with the descriptor, holding the guard's lock: `body` must not block (a non-blocking
     /// syscall is fine).

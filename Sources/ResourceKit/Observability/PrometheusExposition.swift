@@ -17,7 +17,7 @@ public enum PrometheusExposition {
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     /// Upper bounds of the latency histogram's buckets, in seconds (1 µs to 10 s).
-    public static let latencyBuckets: [Double] = [
+    static let latencyBuckets: [Double] = [
         0.000_001, 0.000_002_5, 0.000_005, 0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5,
         0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
     ]
@@ -25,10 +25,10 @@ public enum PrometheusExposition {
     /// Renders `snapshot`.
     public static func render(_ snapshot: RegistrySnapshot) -> String {
         var kinds = Set(snapshot.counters.keys)
-        for resource in snapshot.live { kinds.insert(resource.info.kind) }
+        for resource in snapshot.live { kinds.insert(resource.info.kindName) }
         let sortedKinds = kinds.sorted()
         var live: [String: Int] = [:]
-        for resource in snapshot.live { live[resource.info.kind, default: 0] += 1 }
+        for resource in snapshot.live { live[resource.info.kindName, default: 0] += 1 }
         var text = ""
 
         family(&text, "resourcekit_resources_live", "gauge", "Resources registered and not yet closed.")

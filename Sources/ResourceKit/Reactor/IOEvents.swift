@@ -16,8 +16,6 @@ public struct IOEvents: OptionSet, Sendable, Hashable {
 
     public static let readable = IOEvents(rawValue: 1 << 0)
     public static let writable = IOEvents(rawValue: 1 << 1)
-    /// The peer hung up (or shut down its writing side).
-    public static let hangup = IOEvents(rawValue: 1 << 2)
     /// An error is pending on the descriptor.
     public static let error = IOEvents(rawValue: 1 << 3)
 
@@ -26,7 +24,6 @@ public struct IOEvents: OptionSet, Sendable, Hashable {
         var events: IOEvents = []
         if bits & rk_EPOLLIN != 0 { events.insert(.readable) }
         if bits & rk_EPOLLOUT != 0 { events.insert(.writable) }
-        if bits & (rk_EPOLLHUP | rk_EPOLLRDHUP) != 0 { events.insert(.hangup) }
         if bits & rk_EPOLLERR != 0 { events.insert(.error) }
         self = events
     }

@@ -46,7 +46,7 @@ public struct LatencyHistogram: Sendable, Hashable {
     }
 
     /// Adds one sample.
-    public mutating func record(_ duration: Duration) {
+    mutating func record(_ duration: Duration) {
         let ns = Self.nanoseconds(duration)
         buckets[Self.bucketIndex(nanoseconds: ns)] += 1
         count += 1

@@ -2,7 +2,8 @@
 /// adapters, which must keep them free of queries, paths and credentials.
 public struct ResourceInfo: Sendable, Hashable {
     public let id: ResourceID
-    public let kind: String
+    /// The name of the resource's ``ResourceKind``.
+    public let kindName: String
     public let label: String
     public let scopePath: String
     public let acquiredAt: ContinuousClock.Instant
@@ -25,7 +26,7 @@ public enum LeakReason: Sendable, Hashable {
 /// One lifecycle event, as delivered by ``ResourceRegistry/events(bufferingNewest:)``.
 public struct ResourceEvent: Sendable {
     /// What happened.
-    public enum Kind: Sendable, Hashable {
+    public enum What: Sendable, Hashable {
         /// Registered in a scope or with the registry.
         case acquired
         /// Cancelled (by the task, the scope, a deadline or explicitly).
@@ -47,6 +48,6 @@ public struct ResourceEvent: Sendable {
     }
 
     public let resource: ResourceInfo
-    public let kind: Kind
+    public let what: What
     public let at: ContinuousClock.Instant
 }

@@ -64,7 +64,7 @@ public final class ResourceRegistry: Sendable {
     }
 
     /// The kind registered under `name`, if any.
-    public func kind(named name: String) -> ResourceKind? {
+    func kind(named name: String) -> ResourceKind? {
         state.withLock { $0.kinds[name] }
     }
 
@@ -103,7 +103,7 @@ public final class ResourceRegistry: Sendable {
             handle.markRejectedDuplicate()
             throw ResourceKitError(.alreadyRegistered, "this resource object is already registered and not closed")
         }
-        publish(ResourceEvent(resource: info, kind: .acquired, at: .now))
+        publish(ResourceEvent(resource: info, what: .acquired, at: .now))
         return handle
     }
 
@@ -142,7 +142,7 @@ public final class ResourceRegistry: Sendable {
             state.live[handle.id]?.cancellation = reason
             state.counters[handle.kind.name, default: .init()].cancelled += 1
         }
-        publish(ResourceEvent(resource: handle.info, kind: .cancelRequested(reason), at: .now))
+        publish(ResourceEvent(resource: handle.info, what: .cancelRequested(reason), at: .now))
     }
 
     func didClose(_ handle: ResourceHandle, outcome: CloseOutcome) {
@@ -154,12 +154,12 @@ public final class ResourceRegistry: Sendable {
         }
         switch outcome {
         case .closed(let d):
-            publish(ResourceEvent(resource: handle.info, kind: .closed(d), at: .now))
+            publish(ResourceEvent(resource: handle.info, what: .closed(d), at: .now))
         case .failed(let error):
-            publish(ResourceEvent(resource: handle.info, kind: .closeFailed(errorType: String(describing: type(of: error))), at: .now))
+            publish(ResourceEvent(resource: handle.info, what: .closeFailed(errorType: String(describing: type(of: error))), at: .now))
         case .timedOut(let d):
-            publish(ResourceEvent(resource: handle.info, kind: .closeTimedOut(d), at: .now))
-            publish(ResourceEvent(resource: handle.info, kind: .leaked(.closeTimedOut), at: .now))
+            publish(ResourceEvent(resource: handle.info, what: .closeTimedOut(d), at: .now))
+            publish(ResourceEvent(resource: handle.info, what: .leaked(.closeTimedOut), at: .now))
         case .alreadyClosed:
             break
         }
@@ -178,7 +178,7 @@ public final class ResourceRegistry: Sendable {
     }
 
     func didReject(_ handle: ResourceHandle) {
-        publish(ResourceEvent(resource: handle.info, kind: .rejected, at: .now))
+        publish(ResourceEvent(resource: handle.info, what: .rejected, at: .now))
     }
 
     func didLeak(_ info: ResourceInfo, reason: LeakReason) {
@@ -186,10 +186,10 @@ public final class ResourceRegistry: Sendable {
             if let entry = state.live.removeValue(forKey: info.id) {
                 state.byObject.removeValue(forKey: entry.object)
             }
-            state.counters[info.kind, default: .init()].leaked += 1
-            state.counters[info.kind, default: .init()].leakedByReason[reason, default: 0] += 1
+            state.counters[info.kindName, default: .init()].leaked += 1
+            state.counters[info.kindName, default: .init()].leakedByReason[reason, default: 0] += 1
         }
-        publish(ResourceEvent(resource: info, kind: .leaked(reason), at: .now))
+        publish(ResourceEvent(resource: info, what: .leaked(reason), at: .now))
     }
 
     /// Work that was cancelled and did not stop within its owner's watchdog: counted as leaked and
@@ -199,12 +199,12 @@ public final class ResourceRegistry: Sendable {
             state.counters[handle.kind.name, default: .init()].leaked += 1
             state.counters[handle.kind.name, default: .init()].leakedByReason[.didNotStopAfterCancel, default: 0] += 1
         }
-        publish(ResourceEvent(resource: handle.info, kind: .leaked(.didNotStopAfterCancel), at: .now))
+        publish(ResourceEvent(resource: handle.info, what: .leaked(.didNotStopAfterCancel), at: .now))
     }
 
     func didReport(_ handle: ResourceHandle, _ name: String) {
         state.withLock { $0.counters[handle.kind.name, default: .init()].adapterEvents[name, default: 0] += 1 }
-        publish(ResourceEvent(resource: handle.info, kind: .adapter(name), at: .now))
+        publish(ResourceEvent(resource: handle.info, what: .adapter(name), at: .now))
     }
 
     /// Closes a resource whose handle was dropped without `close()`: inline if it closes synchronously, else

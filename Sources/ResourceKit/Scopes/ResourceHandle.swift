@@ -8,7 +8,7 @@ import Synchronization
 /// that one ``cancel(_:)`` resumes them all at once.
 public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Where the resource is in its life.
-    public enum Phase: Sendable, Hashable {
+    enum Phase: Sendable, Hashable {
         case live
         case closing
         case closed
@@ -21,7 +21,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The adapter's label (never user data).
     public let label: String
     /// The path of the owning scope, such as `"request/db"`; empty when unscoped.
-    public let scopePath: String
+    let scopePath: String
     /// The effective absolute deadline of the owning scope, if any. Adapters pass it on (to a server's
     /// `statement_timeout`, a socket timeout) where that helps; expiry cancels the handle with
     /// ``CancellationReason/deadlineExceeded(_:)``.
@@ -29,7 +29,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The registry that tracks this resource.
     public let registry: ResourceRegistry
     /// When the resource was registered.
-    public let acquiredAt: ContinuousClock.Instant
+    let acquiredAt: ContinuousClock.Instant
 
     private struct State {
         var resource: (any ManagedResource)?
@@ -78,13 +78,13 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The static facts about this resource.
     public var info: ResourceInfo {
         ResourceInfo(
-            id: id, kind: kind.name, label: label, scopePath: scopePath,
+            id: id, kindName: kind.name, label: label, scopePath: scopePath,
             acquiredAt: acquiredAt, deadline: deadline
         )
     }
 
     /// The current phase.
-    public var phase: Phase { state.withLock { $0.phase } }
+    var phase: Phase { state.withLock { $0.phase } }
 
     /// Why the resource was cancelled, if it was.
     public var cancellationReason: CancellationReason? { state.withLock { $0.cancelReason } }

@@ -45,7 +45,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         self.label = label
         self.parent = parent
         self.path = parent.map { "\($0.path)/\(label)" } ?? label
-        self.deadline = Deadline.earliest(ownDeadline, parent?.deadline)
+        self.deadline = Deadlines.earliest(ownDeadline, parent?.deadline)
         self.registry = registry ?? parent?.registry ?? .shared
 
         if let parent, let inherited = parent.attachChild(self) {

@@ -15,12 +15,12 @@
 @inlinable @discardableResult
 public func withResourceScope<Result>(
     _ label: String,
-    deadline: Deadline? = nil,
+    deadline: ContinuousClock.Instant? = nil,
     registry: ResourceRegistry? = nil,
     isolation: isolated (any Actor)? = #isolation,
     _ body: (ResourceScope) async throws -> sending Result
 ) async throws -> sending Result {
-    let scope = ResourceScope(label: label, parent: ResourceScope.current, deadline: deadline?.instant, registry: registry)
+    let scope = ResourceScope(label: label, parent: ResourceScope.current, deadline: deadline, registry: registry)
     let box = try await ResourceScope.$current.withValue(scope) {
         try await withTaskCancellationHandler {
             let result: Result

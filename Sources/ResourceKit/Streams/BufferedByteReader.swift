@@ -10,8 +10,22 @@ public protocol BufferedByteReader: Sendable {
     /// deadline makes it throw `CancellationError` / `DeadlineExceededError` at once.
     func receive(upTo maxBytes: Int) async throws -> [UInt8]?
 
-    /// Bytes received but not consumed yet.
-    var readAhead: Locked<LineFramer> { get }
+    /// Bytes received but not consumed yet: store one `ReadAhead()` per source (`let readAhead = ReadAhead()`).
+    /// It is opaque: only the reading methods below touch its contents.
+    var readAhead: ReadAhead { get }
+}
+
+/// The read-ahead buffer of a ``BufferedByteReader``: bytes received but not consumed yet. Opaque to adapters
+/// and users; lines longer than 4,096 bytes are refused (``ByteStreamError/Code/lineTooLong``).
+public final class ReadAhead: Sendable {
+    let framer = Locked(LineFramer(maxLength: 4096))
+
+    /// An empty buffer.
+    public init() {}
+
+    func withLock<Result>(_ body: (inout LineFramer) throws -> Result) rethrows -> Result {
+        try framer.withLock(body)
+    }
 }
 
 extension BufferedByteReader {

@@ -1,26 +1,26 @@
 /// Splits bytes into lines (`\n`, with an optional `\r` before it removed), as a pure value.
-public struct LineFramer: Sendable {
+struct LineFramer: Sendable {
     /// The maximum number of bytes of one line, without its terminator.
-    public let maxLength: Int
+    let maxLength: Int
     private var buffer: [UInt8] = []
 
     /// Creates a framer for lines of at most `maxLength` bytes.
-    public init(maxLength: Int) {
+    init(maxLength: Int) {
         self.maxLength = maxLength
     }
 
     /// Bytes held that do not form a complete line yet.
-    public var pending: [UInt8] { buffer }
+    var pending: [UInt8] { buffer }
 
     /// Adds bytes.
-    public mutating func append(_ bytes: some Sequence<UInt8>) {
+    mutating func append(_ bytes: some Sequence<UInt8>) {
         buffer.append(contentsOf: bytes)
     }
 
     /// The next complete line, if one is buffered.
     /// - Throws: ``ByteStreamError/Code/lineTooLong`` when `maxLength` bytes are buffered without a newline
     ///   (or a complete line is longer than that).
-    public mutating func nextLine() throws -> String? {
+    mutating func nextLine() throws -> String? {
         if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
             var end = newline
             if end > buffer.startIndex && buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
@@ -38,7 +38,7 @@ public struct LineFramer: Sendable {
     }
 
     /// At end of stream: the unterminated rest as a last line, if any.
-    public mutating func finish() -> String? {
+    mutating func finish() -> String? {
         guard !buffer.isEmpty else { return nil }
         defer { buffer = [] }
         return String(decoding: buffer, as: UTF8.self)

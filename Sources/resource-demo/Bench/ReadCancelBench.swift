@@ -9,8 +9,13 @@ import SocketAdapter
 /// measured from a task on the cooperative pool.
 enum ReadCancelBench {
     /// Cancels `task` once `parked()` holds; returns cancel-to-return.
+    ///
+    /// `parked()` turns true just before the task suspends (a waiter is registered, a continuation stored);
+    /// a short pause then lets it finish suspending, so that every figure (ours and the floor alike) times
+    /// the cancel of a read that is really blocked, not a race with a task still on its way into the wait.
     static func cancelLatency<T: Sendable>(_ task: Task<T, any Error>, parked: () -> Bool) async -> Duration {
         while !parked() { await Task.yield() }
+        try? await Task.sleep(for: .microseconds(200))  // a pause; the benchmark has no canceller
         let start = ContinuousClock.now
         task.cancel()
         _ = await task.result

@@ -127,7 +127,7 @@ struct ClientSession: Sendable {
             try await pool.withConnection { try await body($0) }
             return true
         } catch let error as PostgresError {
-            try await connection.write("ERR query failed (\(error.kind))\n")
+            try await connection.write("ERR query failed (\(error.code))\n")
             return false
         }
     }

@@ -61,7 +61,7 @@ enum MetricsEndpoint {
         let items: [[String: Any]] = snapshot.live.map { resource in
             var item: [String: Any] = [
                 "id": Int(resource.info.id.rawValue),
-                "kind": resource.info.kind,
+                "kind": resource.info.kindName,
                 "label": resource.info.label,
                 "scope": resource.info.scopePath,
                 "age_seconds": PrometheusSeconds.of(resource.age),

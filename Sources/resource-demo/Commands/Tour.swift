@@ -76,7 +76,7 @@ enum Tour {
 
     static func fifoPart(json: Bool) async throws -> Row {
         let fifo = try SilentFIFO(name: "tour")
-        return try await withResourceScope("tour.fifo", deadline: .after(.milliseconds(150))) { scope in
+        return try await withResourceScope("tour.fifo", deadline: .now + .milliseconds(150)) { scope in
             let reader = try await StreamReader.open(path: fifo.path, in: scope)
             let outcome = await LiveStatus.while(json ? nil : "FIFO: reading from a silent writer") {
                 await withOutcome { try await reader.read(upTo: 64) }

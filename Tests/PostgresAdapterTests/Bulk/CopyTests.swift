@@ -63,7 +63,7 @@ import Testing
             #expect(text == (1...100_000).map { "\($0)\n" }.joined())
             #expect(chunks > 1 && chunks < 100_000, "rows are gathered into chunks: \(chunks)")
             await #expect { try await connection.copyOut("SELECT 1") } throws: {
-                ($0 as? PostgresError)?.kind == .invalidQuery
+                ($0 as? PostgresError)?.code == .invalidQuery
             }
             #expect(try await connection.query("SELECT 1").count == 1)
         }
@@ -161,7 +161,7 @@ import Testing
                 try await connection.copyIn("COPY \(table) FROM STDIN", from: source)
             } throws: { error in
                 guard let error = error as? PostgresError else { return false }
-                return error.kind == .server && error.sqlState == "22P02" && error.copyLine == 3
+                return error.code == .server && error.sqlState == "22P02" && error.copyLine == 3
             }
             #expect(try await connection.query("SELECT count(*) FROM \(table)").first?.decode(Int.self, at: 0) == 0)
             try await connection.execute("DROP TABLE \(table)")

@@ -33,7 +33,7 @@ import Testing
                 return
             }
             #expect(division.sqlState == "22012")
-            #expect(skipped.kind == .pipelineAborted)
+            #expect(skipped.code == .pipelineAborted)
             #expect(try await connection.query("SELECT 4").first?.decode(Int.self, at: 0) == 4)
         }
     }
@@ -59,7 +59,7 @@ import Testing
                 return
             }
             #expect(syntax.sqlState == "42601")
-            #expect(skipped.kind == .pipelineAborted)
+            #expect(skipped.code == .pipelineAborted)
             #expect(try await connection.query("SELECT 1").count == 1)
         }
     }

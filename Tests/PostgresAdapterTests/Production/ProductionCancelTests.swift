@@ -176,7 +176,7 @@ import Testing
                     "postgres.cancel.fastPath", "postgres.cancel.fastPathFellBack", "postgres.cancel.request",
                 ]
                 let names = { @Sendable (events: [ResourceEvent]) -> Set<String> in
-                    Set(events.compactMap { if case .adapter(let name) = $0.kind { name } else { nil } })
+                    Set(events.compactMap { if case .adapter(let name) = $0.what { name } else { nil } })
                 }
                 let seen = await collectEvents(events) { names($0).isSuperset(of: expected) }
                 #expect(names(seen).isSuperset(of: expected), "registry events: \(names(seen))")
@@ -223,7 +223,7 @@ import Testing
             try await inFlight.value
         } throws: { error in
             print("restart with a query in flight: \(error)")
-            return (error as? PostgresError)?.kind == .connection
+            return (error as? PostgresError)?.code == .connection
         }
         try await withResourceScope("after", registry: ResourceRegistry()) { scope in
             let activity = try await ServerActivity(servers: [server.conninfo], in: scope)

@@ -65,7 +65,7 @@ public final class NamespacedPostgres: Sendable {
                     _ = try await PostgresConnection.connect(conninfo, in: scope).query("SELECT 1")
                 }
                 return
-            } catch let error as PostgresError where error.kind == .connection && ContinuousClock.now < deadline {
+            } catch let error as PostgresError where error.code == .connection && ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(20))  // the server's startup has no event to await
             }
         }

@@ -105,7 +105,7 @@ import Testing
         let seen = Locked<[String]>([])
         let registry = ResourceRegistry(
             sink: ClosureEventSink { event in
-                seen.withLock { $0.append("\(event.kind)") }
+                seen.withLock { $0.append("\(event.what)") }
             })
         #expect(ResourceRegistry().eventSink == nil)
         try await withResourceScope("sink", registry: registry) { scope in

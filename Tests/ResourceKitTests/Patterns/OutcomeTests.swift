@@ -41,7 +41,7 @@ import Testing
         // A deadline through a real pipe: its own outcome, never "failed" and never "cancelled".
         let pipe = try PipeResource()
         let deadline = await withOutcome {
-            try await withResourceScope("deadline", deadline: .after(.milliseconds(20)), registry: ResourceRegistry()) { scope in
+            try await withResourceScope("deadline", deadline: .now + .milliseconds(20), registry: ResourceRegistry()) { scope in
                 let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
                 return try await pipe.readByte(boundTo: handle)
             }

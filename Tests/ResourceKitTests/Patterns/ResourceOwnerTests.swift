@@ -73,7 +73,7 @@ import Testing
 
         var sawStuck = false
         for await event in events {
-            if case .leaked(.didNotStopAfterCancel) = event.kind { sawStuck = true; break }
+            if case .leaked(.didNotStopAfterCancel) = event.what { sawStuck = true; break }
         }
         #expect(sawStuck)
         #expect(registry.liveCount == 1, "the stuck work is still live")
@@ -87,7 +87,7 @@ import Testing
         let registry = ResourceRegistry()
         let owner = ResourceOwner("connections", registry: registry)
         let pipe = try PipeResource()
-        try await withResourceScope("request", deadline: .after(.seconds(30)), registry: registry) { scope in
+        try await withResourceScope("request", deadline: .now + .seconds(30), registry: registry) { scope in
             let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
             try owner.adopt(handle, from: scope)
             #expect(handle.deadline == nil, "the request's deadline no longer applies")

@@ -9,7 +9,7 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
     /// The child's process id.
     public let pid: pid_t
     /// Bytes read from standard output but not consumed yet (`readLine` and friends).
-    public let readAhead = Locked(LineFramer(maxLength: 4096))
+    public let readAhead = ReadAhead()
     private let output: GuardedDescriptor
     private let input: Int32
     private let grace: Duration
