@@ -1,0 +1,129 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import ResourceKit
+import Synchronization
+import Testing
+
+/// The one cancellation shield and the inline close.
+@Suite struct ShieldTests {
+    @Test func theCallersCancellationDoesNotReachTheShieldedBody() async throws {
+        let entered = OneShotEvent()
+        let release = OneShotEvent()
+        let sawCancellation = Atomic<Bool>(true)
+        let caller = Task {
+            try await withCancellationShield(timeout: .seconds(10)) {
+                entered.set()
+                try await release.wait(deadline: .now + .seconds(10))
+                sawCancellation.store(Task.isCancelled, ordering: .relaxed)
+                return 42
+            }
+        }
+        try await entered.wait(deadline: .now + .seconds(10))
+        caller.cancel()
+        release.set()
+        #expect(try await caller.value == 42)
+        #expect(sawCancellation.load(ordering: .relaxed) == false)
+    }
+
+    @Test func anOverrunThrowsShieldTimeoutError() async {
+        let never = OneShotEvent()
+        await #expect(throws: ShieldTimeoutError(timeout: .milliseconds(20))) {
+            try await withCancellationShield(timeout: .milliseconds(20)) {
+                try await never.wait(deadline: .now + .seconds(5))
+            }
+        }
+    }
+
+    @Test func theBodysOwnErrorIsRethrown() async {
+        struct Boom: Error, Equatable {}
+        await #expect(throws: Boom()) {
+            try await withCancellationShield(timeout: .seconds(5)) { throw Boom() }
+        }
+    }
+
+    final class InlineResource: SynchronouslyClosedResource {
+        let closes = Atomic<Int>(0)
+        let fails: Bool
+        init(fails: Bool = false) { self.fails = fails }
+        func cancel() {}
+        func closeSynchronously() throws {
+            closes.add(1, ordering: .relaxed)
+            if fails { throw ResourceKitError(.descriptorClosed, "test failure") }
+        }
+    }
+
+    @Test func aSynchronousCloseRunsOnceEvenWhenTheCallerIsCancelled() async throws {
+        let registry = ResourceRegistry()
+        let resource = InlineResource()
+        let handle = try registry.register(resource, kind: ResourceKind(name: "test.inline"), label: "inline")
+        let outcome = await Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await handle.close()
+        }.value
+        guard case .closed = outcome else {
+            Issue.record("expected .closed, got \(outcome)")
+            return
+        }
+        #expect(resource.closes.load(ordering: .relaxed) == 1)
+        guard case .alreadyClosed = await handle.close() else {
+            Issue.record("a second close must not close again")
+            return
+        }
+        #expect(resource.closes.load(ordering: .relaxed) == 1)
+        #expect(registry.liveCount == 0)
+    }
+
+    @Test func aThrowingSynchronousCloseIsReportedAndCountsAsClosed() async throws {
+        let registry = ResourceRegistry()
+        let handle = try registry.register(InlineResource(fails: true), kind: ResourceKind(name: "test.inline"), label: "inline")
+        guard case .failed = await handle.close() else {
+            Issue.record("expected .failed")
+            return
+        }
+        #expect(registry.liveCount == 0)
+        #expect(registry.snapshot().counters["test.inline"]?.failed == 1)
+    }
+}
+
+/// The typed system-call API adapters use instead of the C shim.
+@Suite struct SyscallTests {
+    @Test func nonBlockingReturnsNilWhenTheCallWouldBlock() throws {
+        let pipe = try Syscall.makeNonBlockingPipe()
+        defer {
+            Syscall.close(pipe.read)
+            Syscall.close(pipe.write)
+        }
+        var byte: UInt8 = 0
+        #expect(try Syscall.nonBlocking("read") { Glibc.read(pipe.read, &byte, 1) } == nil)
+        var one: UInt8 = 7
+        #expect(try Syscall.nonBlocking("write") { Glibc.write(pipe.write, &one, 1) } == 1)
+        #expect(try Syscall.nonBlocking("read") { Glibc.read(pipe.read, &byte, 1) } == 1)
+        #expect(byte == 7)
+    }
+
+    @Test func otherFailuresThrowSystemErrorWithTheCallAndErrno() {
+        var byte: UInt8 = 0
+        #expect(throws: SystemError("read", errno: EBADF)) {
+            try Syscall.nonBlocking("read") { Glibc.read(-1, &byte, 1) }
+        }
+        #expect(throws: SystemError("inotify_add_watch", errno: ENOENT)) {
+            try Syscall.watchFileChanges(path: "/nonexistent/resourcekit-test")
+        }
+    }
+
+    @Test func acceptNonBlockingReturnsNilWithNoPendingConnection() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        defer { Syscall.close(fd) }
+        try Syscall.setSocketOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, value: 1)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(bound == 0)
+        #expect(listen(fd, 1) == 0)
+        #expect(try Syscall.acceptNonBlocking(fd) == nil)
+    }
+}
