@@ -36,7 +36,9 @@ let package = Package(
         .target(name: "EmbeddedPostgres", dependencies: ["ResourceKit"], swiftSettings: strict),
         .executableTarget(
             name: "resource-demo",
-            dependencies: ["ResourceKit", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres", "CLibPQ"],
+            dependencies: [
+                "ResourceKit", "ResourceKitTesting", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres", "CLibPQ",
+            ],
             swiftSettings: strict
         ),
         // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes. The

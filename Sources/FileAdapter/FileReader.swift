@@ -29,7 +29,7 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
     private let offset = Locked<Int64>(0)
     private let growth: GuardedDescriptor?
     private let pool: BlockingPool
-    private let handleSlot = Locked<ResourceHandle?>(nil)
+    private let registration = HandleSlot()
 
     private init(path: String, fd: Int32, chunkSize: Int, growth: GuardedDescriptor?, pool: BlockingPool) {
         self.path = path
@@ -80,15 +80,14 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
             path: path, fd: opened.0, chunkSize: max(1, chunkSize),
             growth: opened.1.map { GuardedDescriptor($0, reactor: reactor) }, pool: pool
         )
-        let handle = try await scope.register(reader, kind: kind, label: follow ? "file (follow)" : "file")
-        reader.handleSlot.withLock { $0 = handle }
+        try await reader.registration.register(reader, in: scope, kind: kind, label: follow ? "file (follow)" : "file")
         return reader
     }
 
     /// Reads the next chunk (at most `min(maxBytes, chunkSize)` bytes); `nil` at the end of the file unless
     /// following. Cancellation: see the type's documentation.
     public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
-        let handle = handleSlot.withLock { $0 }
+        let handle = registration.handle
         let count = max(1, min(maxBytes, chunkSize))
         while true {
             let start = offset.withLock { $0 }
@@ -148,6 +147,6 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
             // The pool refused (shut down or full): close here; at worst this waits for one chunk read.
             closeNow()
         }
-        handleSlot.withLock { $0 = nil }
+        registration.clear()
     }
 }

@@ -14,7 +14,7 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
     public static let kind = ResourceKind(name: "file.stream", closeTimeout: .seconds(2))
 
     let descriptor: GuardedDescriptor
-    private let handleSlot = Locked<ResourceHandle?>(nil)
+    private let registration = HandleSlot()
     /// Read-ahead for `readLine` and friends.
     public let readAhead = ReadAhead()
     /// Flags to restore on close when the descriptor is shared with the rest of the process (stdin).
@@ -71,8 +71,7 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
     }
 
     private static func register(_ reader: StreamReader, label: String, in scope: ResourceScope) async throws -> StreamReader {
-        let handle = try await scope.register(reader, kind: kind, label: label)
-        reader.handleSlot.withLock { $0 = handle }
+        try await reader.registration.register(reader, in: scope, kind: kind, label: label)
         return reader
     }
 
@@ -82,7 +81,7 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
     /// A FIFO that no writer has opened yet is not at its end: the read waits for the first writer. The end
     /// comes when every writer that came has gone (Linux reports `POLLHUP` only after a writer connected).
     public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
-        let handle = handleSlot.withLock { $0 }
+        let handle = registration.handle
         while true {
             let bytes = try await descriptor.readSome(upTo: maxBytes, boundTo: handle) {
                 FileError.from(errno: $0, path: "stream", call: "read")
@@ -108,6 +107,6 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
     public func closeSynchronously() {
         descriptor.close()
         if let restoreFlags { _ = fcntl(restoreFlags.fd, F_SETFL, restoreFlags.flags) }
-        handleSlot.withLock { $0 = nil }
+        registration.clear()
     }
 }

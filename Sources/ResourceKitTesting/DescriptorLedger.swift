@@ -1,29 +1,93 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// The process's open descriptors as `fd → target` (`socket:[123]`, `pipe:[45]`, a path), to find the
-/// ones an adapter opened and check that its close released them. A descriptor counts as the same only if
-/// both its number and its target match, so a number reused for something else is not mistaken for a leak.
-struct DescriptorLedger: Sendable, Hashable {
-    let entries: [Int32: String]
+/// The process's open descriptors as `fd → target` (`socket:[123]`, `pipe:[45]`, a path), from
+/// `/proc/self/fd`: the one descriptor reader of the package (the kit's leak checks, the tests, the
+/// benchmark). A descriptor counts as the same only if both its number and its target match, so a number
+/// reused for something else is not mistaken for a leak.
+public struct DescriptorLedger: Sendable, Hashable {
+    /// Every open descriptor and what it refers to.
+    public let entries: [Int32: String]
 
-    static func now() -> DescriptorLedger {
+    /// The descriptors open now.
+    public static func now() -> DescriptorLedger {
         var entries: [Int32: String] = [:]
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        for name in names {
-            guard let fd = Int32(name),
-                  let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)") else { continue }
-            entries[fd] = target
+        guard let directory = opendir("/proc/self/fd") else { return DescriptorLedger(entries: [:]) }
+        defer { closedir(directory) }
+        let own = dirfd(directory)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            guard let fd = Int32(name), fd != own else { continue }
+            var buffer = [CChar](repeating: 0, count: 512)
+            let length = readlink("/proc/self/fd/\(name)", &buffer, buffer.count - 1)
+            guard length > 0 else { continue }
+            entries[fd] = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
         return DescriptorLedger(entries: entries)
     }
 
+    /// Number of open descriptors.
+    public var count: Int { entries.count }
+
+    /// Open sockets, pipes and files: what a leaked resource would hold. Leaves out `anon_inode` descriptors
+    /// (epoll, eventfd, timerfd, signalfd), which libdispatch and the reactor create lazily on first use.
+    public var resourceCount: Int { entries.values.filter { !$0.hasPrefix("anon_inode:") }.count }
+
+    /// How many descriptors refer to `target` (a path, `pipe:[inode]`, `socket:[inode]`).
+    public func count(of target: String) -> Int { entries.values.filter { $0 == target }.count }
+
     /// Descriptors in `self` that were not in `earlier`.
-    func opened(since earlier: DescriptorLedger) -> [Int32: String] {
+    public func opened(since earlier: DescriptorLedger) -> [Int32: String] {
         entries.filter { earlier.entries[$0.key] != $0.value }
     }
 
     /// Of `descriptors`, those still open with the same target.
-    func stillOpen(_ descriptors: [Int32: String]) -> [Int32: String] {
+    public func stillOpen(_ descriptors: [Int32: String]) -> [Int32: String] {
         descriptors.filter { entries[$0.key] == $0.value }
+    }
+
+    /// How many of the given pipe inodes are still open.
+    public func openPipes(_ inodes: Set<UInt64>) -> Int { open(inodes, prefix: "pipe:[") }
+
+    /// How many of the given socket inodes are still open.
+    public func openSockets(_ inodes: Set<UInt64>) -> Int { open(inodes, prefix: "socket:[") }
+
+    private func open(_ inodes: Set<UInt64>, prefix: String) -> Int {
+        entries.values.filter { target in
+            guard target.hasPrefix(prefix), let inode = UInt64(target.dropFirst(prefix.count).dropLast()) else { return false }
+            return inodes.contains(inode)
+        }.count
+    }
+
+    /// The inode of `fd` (to find it later as `pipe:[inode]` or `socket:[inode]`).
+    public static func inode(of fd: Int32) -> UInt64 {
+        var info = stat()
+        fstat(fd, &info)
+        return UInt64(info.st_ino)
+    }
+
+    /// Inodes of TCP sockets (IPv4 and IPv6, any process) whose local port is one of `localPorts`, from
+    /// `/proc/net/tcp` and `/proc/net/tcp6`: pass them to ``openSockets(_:)`` to ask which are still open here.
+    public static func socketInodes(localPorts: Set<Int>) -> Set<UInt64> {
+        var inodes: Set<UInt64> = []
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let file = fopen(table, "r") else { continue }
+            defer { fclose(file) }
+            var line: UnsafeMutablePointer<CChar>?
+            var capacity = 0
+            defer { free(line) }
+            while getline(&line, &capacity, file) > 0 {
+                let fields = String(cString: line!).split(separator: " ", omittingEmptySubsequences: true)
+                // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+                guard fields.count > 9, let colon = fields[1].lastIndex(of: ":"),
+                      let port = Int(fields[1][fields[1].index(after: colon)...], radix: 16),
+                      localPorts.contains(port), let inode = UInt64(fields[9]) else { continue }
+                inodes.insert(inode)
+            }
+        }
+        return inodes
     }
 }

@@ -18,7 +18,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     public static let kind = ResourceKind(name: "socket", closeTimeout: .seconds(2))
 
     let descriptor: GuardedDescriptor
-    private let handleSlot = Locked<ResourceHandle?>(nil)
+    private let registration = HandleSlot()
     /// Read-ahead for `readLine` and friends.
     public let readAhead = ReadAhead()
 
@@ -29,7 +29,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     public var description: String { "SocketConnection(\(descriptor))" }
 
     /// The registration of this socket in its scope (`nil` once closed).
-    public var handle: ResourceHandle? { handleSlot.withLock { $0 } }
+    public var handle: ResourceHandle? { registration.handle }
 
     // MARK: connecting
 
@@ -83,9 +83,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     }
 
     func register(in scope: ResourceScope, label: String) async throws -> ResourceHandle {
-        let handle = try await scope.register(self, kind: Self.kind, label: label)
-        handleSlot.withLock { $0 = handle }
-        return handle
+        try await registration.register(self, in: scope, kind: Self.kind, label: label)
     }
 
     private func finishConnect(to address: SocketAddress, handle: ResourceHandle, deadline: ContinuousClock.Instant?) async throws {
@@ -205,6 +203,6 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// Closes the descriptor (exactly once).
     public func closeSynchronously() {
         descriptor.close()
-        handleSlot.withLock { $0 = nil }
+        registration.clear()
     }
 }

@@ -13,7 +13,7 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
     public static let kind = ResourceKind(name: "socket.listener", closeTimeout: .seconds(2))
 
     let descriptor: GuardedDescriptor
-    private let handleSlot = Locked<ResourceHandle?>(nil)
+    private let registration = HandleSlot()
     /// The bound address (with the actual port when 0 was asked for).
     public let localAddress: SocketAddress
     private let unixPath: String?
@@ -69,8 +69,7 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
         }
         let bound = SocketConnection.address(of: fd, peer: false) ?? address
         let listener = SocketListener(fd: fd, address: address.family == .unix ? address : bound, reactor: reactor)
-        let handle = try await scope.register(listener, kind: kind, label: address.family == .unix ? "unix listener" : "tcp listener")
-        listener.handleSlot.withLock { $0 = handle }
+        try await listener.registration.register(listener, in: scope, kind: kind, label: address.family == .unix ? "unix listener" : "tcp listener")
         return listener
     }
 
@@ -80,7 +79,7 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
     /// cancelled is closed at once (registration into a cancelled scope), never leaked.
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError``.
     public func accept(in scope: ResourceScope) async throws -> SocketConnection {
-        let handle = handleSlot.withLock { $0 }
+        let handle = registration.handle
         let fd = try await descriptor.perform(.readable, boundTo: handle) { listening -> Int32? in
             do {
                 return try Syscall.acceptNonBlocking(listening)
@@ -106,6 +105,6 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
         if descriptor.close(), let unixPath {
             unlink(unixPath)
         }
-        handleSlot.withLock { $0 = nil }
+        registration.clear()
     }
 }

@@ -12,7 +12,7 @@ struct ResourceDemo {
 
     static func main() async {
         let all = Array(CommandLine.arguments.dropFirst())
-        if all == ["_silent-peer"] { SilentPeer.serve() }  // the benchmark's peer process
+        if all == ["_silent-peer"] { SilentPeerMode.serve() }  // the benchmark's peer process
         if all == ["--version"] {
             Console.line("resource-demo \(version) (ResourceKit)")
             exit(0)

@@ -2,6 +2,7 @@ import CSystemShims
 import FileAdapter
 import Glibc
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -49,7 +50,7 @@ import Testing
     @Test func fifoDeadlineIsItsOwnErrorAndClosesTheDescriptor() async throws {
         let path = try Self.makeFIFO()
         defer { unlink(path) }
-        let before = ProcFD.links().filter { $0 == path }.count
+        let before = DescriptorLedger.now().count(of: path)
         await #expect(throws: DeadlineExceededError.self) {
             try await withResourceScope("fifo", deadline: .now + .milliseconds(50), registry: ResourceRegistry()) { scope in
                 let reader = try await StreamReader.open(path: path, in: scope)
@@ -58,7 +59,7 @@ import Testing
                 return try await reader.read()
             }
         }
-        #expect(ProcFD.links().filter { $0 == path }.count == before)
+        #expect(DescriptorLedger.now().count(of: path) == before)
     }
 
     /// Writer gone: end of stream, never `CancellationError`.

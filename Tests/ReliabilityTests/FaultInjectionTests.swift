@@ -54,18 +54,10 @@ import Testing
         // The writer is a child process that writes one line and dies.
         try await withResourceScope("fifo", registry: ResourceRegistry()) { scope in
             let reader = try await StreamReader.open(path: path, in: scope)
-            let words: [String] = ["/bin/sh", "-c", "printf 'last words\\n' > \(path)"]
-            var argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-            defer { argv.forEach { free($0) } }
-            var child: pid_t = 0
-            #expect(posix_spawn(&child, "/bin/sh", nil, nil, &argv, environ) == 0)
+            let child = try Syscall.spawn(["/bin/sh", "-c", "printf 'last words\\n' > \(path)"])
             #expect(try await reader.readLine() == "last words")
             #expect(try await reader.readLine() == nil, "end of stream, not an error and not a hang")
-            let spawned = child
-            _ = try await BlockingPool.shared.run { () -> Int32 in
-                var status: Int32 = 0
-                return waitpid(spawned, &status, 0)
-            }
+            #expect(try await BlockingPool.shared.run { try Syscall.waitForExit(child) } == 0)
         }
     }
 

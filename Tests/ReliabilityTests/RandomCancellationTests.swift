@@ -4,6 +4,7 @@ import PostgresAdapter
 import ResourceKit
 import SocketAdapter
 import PostgresTestSupport
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -18,7 +19,7 @@ import Testing
         try await exclusively {
             let registry = ResourceRegistry()
             _ = IOReactor.shared.waitingDescriptorCount  // the shared reactor's own descriptors are not a leak
-            let descriptorsBefore = ProcFD.resourceCount
+            let descriptorsBefore = DescriptorLedger.now().resourceCount
             let application = "rk-reliability-\(getpid())"
             let pool = try PostgresPool(conninfo: conninfo + " application_name=\(application)", maxConnections: 8, registry: registry)
             let counts = Locked(ReliabilityCounts())
@@ -39,7 +40,12 @@ import Testing
                     counts.withLock { $0.stray57014 += 1 }
                 }
             }
+            // The pool's own sockets, found by the client ports the server sees for our application name:
+            // after shutdown none may be open. Exact in both forms, whatever other suites open meanwhile.
+            let poolSockets = try await Self.socketsOf(application: application, conninfo: conninfo)
+            #expect(!poolSockets.isEmpty, "the pool's sockets were not found: the leak check would prove nothing")
             await pool.shutdown()
+            #expect(DescriptorLedger.now().openSockets(poolSockets) == 0, "pool sockets still open after shutdown")
             let result = counts.withLock { $0 }
             print("reliability postgres: \(result)")
             #expect(result.iterations == total)
@@ -49,7 +55,7 @@ import Testing
             // Other suites open descriptors concurrently in the short form; the long form runs this suite
             // alone (`--filter RandomCancellationTests`), where the count must return exactly. Leaked
             // connections also show as backends, checked below in both forms.
-            let descriptorsAfter = ProcFD.resourceCount
+            let descriptorsAfter = DescriptorLedger.now().resourceCount
             print("reliability postgres: descriptors \(descriptorsBefore) before, \(descriptorsAfter) after")
             if ReliabilityLevel.isLong { #expect(descriptorsAfter <= descriptorsBefore) }
             try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
@@ -62,6 +68,17 @@ import Testing
                 #expect(left == 0, "backends left behind")
             }
         }
+    }
+
+    /// Inodes of this process's sockets connected to the server as `application` (its backends' client ports).
+    static func socketsOf(application: String, conninfo: String) async throws -> Set<UInt64> {
+        let ports = try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            return try await observer.query(
+                "SELECT client_port FROM pg_stat_activity WHERE application_name = $1 AND client_port > 0", [application]
+            ).map { try $0.decode(Int.self, at: 0) }
+        }
+        return DescriptorLedger.socketInodes(localPorts: Set(ports))
     }
 
     static func oneQuery(_ iteration: Int, pool: PostgresPool, counts: Locked<ReliabilityCounts>) async {
@@ -85,7 +102,7 @@ import Testing
             case .failure(let error as PostgresError) where error.isQueryCanceled:
                 counts.stray57014 += 1
             case .failure(let error) where error is CancellationError:
-                if mode == 0 { counts.cancelledBeforeSend += 1 } else { counts.cancelledInFlight += 1 }
+                if mode == 0 { counts.cancelledEarly += 1 } else { counts.cancelledLater += 1 }
             case .failure:
                 counts.otherErrors += 1
             }
@@ -98,7 +115,7 @@ import Testing
         try await exclusively {
             let registry = ResourceRegistry()
             _ = IOReactor.shared.waitingDescriptorCount  // the shared reactor's own descriptors are not a leak
-            let descriptorsBefore = ProcFD.resourceCount
+            let descriptorsBefore = DescriptorLedger.now().resourceCount
             var completed = 0, cancelled = 0, other = 0
             try await withResourceScope("sockets", registry: registry) { scope in
                 let listener = try await SocketListener.bind(in: scope)
@@ -137,7 +154,7 @@ import Testing
             #expect(other == 0)
             #expect(registry.liveCount == 0)
             // As above: exact in the long form (run alone); every socket is a registry entry in both forms.
-            let descriptorsAfter = ProcFD.resourceCount
+            let descriptorsAfter = DescriptorLedger.now().resourceCount
             print("reliability sockets: descriptors \(descriptorsBefore) before, \(descriptorsAfter) after")
             if ReliabilityLevel.isLong { #expect(descriptorsAfter <= descriptorsBefore) }
         }

@@ -13,13 +13,16 @@ enum ReliabilityLevel {
 struct ReliabilityCounts: CustomStringConvertible {
     var iterations = 0
     var completed = 0
-    var cancelledBeforeSend = 0
-    var cancelledInFlight = 0
+    /// Cancelled, in the mode that cancels right after the task starts: usually before the query was sent,
+    /// but the test cannot see which; only "cancelled" is measured.
+    var cancelledEarly = 0
+    /// Cancelled in the mode that cancels after a random pause: in flight, or before the send on a slow start.
+    var cancelledLater = 0
     var cancelledAfterCompletion = 0
     var stray57014 = 0
     var otherErrors = 0
 
     var description: String {
-        "\(iterations) iterations: \(completed) completed, \(cancelledBeforeSend) cancelled before send, \(cancelledInFlight) in flight, \(cancelledAfterCompletion) after completion; \(stray57014) stray 57014, \(otherErrors) other errors"
+        "\(iterations) iterations: \(completed) completed, \(cancelledEarly) cancelled right after the start (mostly before send), \(cancelledLater) cancelled after a pause (mostly in flight), \(cancelledAfterCompletion) after completion; \(stray57014) stray 57014, \(otherErrors) other errors"
     }
 }

@@ -2,6 +2,7 @@ import CSystemShims
 import Dispatch
 import Synchronization
 import Testing
+import ResourceKitTesting
 import TestSupport
 @testable import ResourceKit
 
@@ -17,7 +18,7 @@ import TestSupport
             let reactor = IOReactor(name: "test.reactor.race")
             defer { reactor.shutdown() }
             let cancellers = Cancellers()
-            let baseline = ProcFD.count
+            let baseline = DescriptorLedger.now().count
             var inodes = Set<UInt64>()
             var pipes: [PipeResource] = []
             var outcomes = (completed: 0, cancelled: 0)
@@ -60,12 +61,12 @@ import TestSupport
             #expect(closedOnce)
             #expect(registry.liveCount == 0)
             #expect(reactor.waitingDescriptorCount == 0)
-            #expect(ProcFD.openPipes(inodes) == 0)
+            #expect(DescriptorLedger.now().openPipes(inodes) == 0)
             let counters = registry.snapshot().counters[PipeResource.kind.name]
             #expect(counters?.acquired == counters?.closed)
             // Other suites run in parallel and open descriptors of their own; ours are all gone (above), so the
             // total can only exceed the baseline by what they hold at this instant.
-            #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
+            #expect(DescriptorLedger.now().count <= baseline + 64, "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
             print("scope race: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, p50 cancel latency \(counters?.cancellationLatency.p50.map { "\($0)" } ?? "-")")
         }
     }
@@ -98,7 +99,7 @@ import TestSupport
                 #expect(cancels == 1)
                 #expect(closes == 1)
                 #expect(registry.liveCount == 0)
-                #expect(ProcFD.openPipes([pipe.inode]) == 0)
+                #expect(DescriptorLedger.now().openPipes([pipe.inode]) == 0)
                 #expect(reactor.waitingDescriptorCount == 0)
                 let latency = registry.snapshot().counters[PipeResource.kind.name]?.cancellationLatency
                 #expect(latency?.count == 1)
@@ -113,7 +114,7 @@ import TestSupport
         try await exclusively {
             let reactor = IOReactor(name: "test.reactor.scale")
             defer { reactor.shutdown() }
-            let baseline = ProcFD.count
+            let baseline = DescriptorLedger.now().count
             let count = 10_000
             var fds: [Int32] = []
             for _ in 0..<count {
@@ -148,28 +149,39 @@ import TestSupport
             #expect(reactor.waitingDescriptorCount == 0)
             #expect(elapsed < .seconds(5), "10,000 cancellations took \(elapsed)")
             for fd in fds { Syscall.close(fd) }
-            #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
+            #expect(DescriptorLedger.now().count <= baseline + 64, "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
         }
     }
 
     /// 10,000 operations; each is completed by one thread while up to four others cancel it at a random
-    /// point. Every waiter resumes exactly once (a double resume would trap), the hook runs at most once, and
-    /// the outcome is either the value or `CancellationError`.
+    /// point. Every waiter resumes exactly once (a double resume would trap), the outcome is either the value
+    /// or `CancellationError`, and the hook runs exactly when it must: once for an operation that was started
+    /// and then lost to a cancel, never for one that completed or was cancelled before it started.
     @Test func randomPointRaceFromFourThreads() async throws {
+        /// What one operation did; checked once every canceller has finished (a hook may run on a canceller's
+        /// thread just after the waiter resumed).
+        final class Probe: Sendable {
+            let hooks = Atomic<Int>(0)
+            let started = Atomic<Bool>(false)
+            let cancelled = Atomic<Bool>(false)
+        }
         try await exclusively {
             let cancellers = Cancellers()
             let completer = DispatchQueue(label: "test.completer")
             var completed = 0
             var cancelled = 0
+            var probes: [Probe] = []
             for i in 0..<10_000 {
                 let cell = CancellationCell<Int>()
-                let hookRuns = Atomic<Int>(0)
+                let probe = Probe()
+                probes.append(probe)
                 let spins = Int.random(in: 0..<400)
                 let cancelCount = [1, 2, 4][i % 3]
                 if i % 7 == 0 { cell.cancel() }  // before start
                 cancellers.fire(cancelCount, spins: spins) { cell.cancel() }
                 do {
-                    let value = try await cell.run(onCancel: { _ in hookRuns.add(1, ordering: .relaxed) }) { cell in
+                    let value = try await cell.run(onCancel: { _ in probe.hooks.add(1, ordering: .relaxed) }) { cell in
+                        probe.started.store(true, ordering: .relaxed)
                         completer.async {
                             cancellers.spin(Int.random(in: 0..<400))
                             cell.succeed(i)
@@ -178,13 +190,23 @@ import TestSupport
                     #expect(value == i)
                     completed += 1
                 } catch is CancellationError {
+                    probe.cancelled.store(true, ordering: .relaxed)
                     cancelled += 1
                 }
-                let hooks = hookRuns.load(ordering: .relaxed)
-                #expect(hooks <= 1)
             }
             cancellers.drain()
             completer.sync {}
+            var hooksRun = 0
+            for probe in probes {
+                let expected = probe.cancelled.load(ordering: .relaxed) && probe.started.load(ordering: .relaxed) ? 1 : 0
+                let hooks = probe.hooks.load(ordering: .relaxed)
+                hooksRun += hooks
+                if hooks != expected {
+                    Issue.record("hook ran \(hooks) times, expected \(expected)")
+                    break
+                }
+            }
+            #expect(hooksRun > 0, "no operation was cancelled after its start: the race was not exercised")
             #expect(completed + cancelled == 10_000)
             #expect(cancelled >= 10_000 / 7)
         }

@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+import ResourceKitTesting
 import TestSupport
 @testable import ResourceKit
 
@@ -227,7 +228,7 @@ import TestSupport
         #expect(ContinuousClock.now >= outer)
         let closes = pipe.closeCount.load(ordering: .relaxed)
         #expect(closes == 1)
-        #expect(ProcFD.openPipes([pipe.inode]) == 0)
+        #expect(DescriptorLedger.now().openPipes([pipe.inode]) == 0)
     }
 
     @Test func passedDeadlineFailsRegistrationWithDeadlineError() async {

@@ -2,6 +2,7 @@ import CSystemShims
 import Glibc
 import ResourceKit
 import SocketAdapter
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -116,7 +117,7 @@ import Testing
                     _ = try await connection.read(upTo: 16)
                 }
             }
-            #expect(ProcFD.openSockets([inode]) == 0)
+            #expect(DescriptorLedger.now().openSockets([inode]) == 0)
             _ = try await acceptor.value
         }
         #expect(registry.liveCount == 0)

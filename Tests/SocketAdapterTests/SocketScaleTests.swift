@@ -1,4 +1,5 @@
 import ResourceKit
+import ResourceKitTesting
 import SocketAdapter
 import TestSupport
 import Testing
@@ -9,12 +10,12 @@ import Testing
     @Test func tenThousandBlockedReadsCancelledAtOnce() async throws {
         try await exclusively {
             let count = 10_000
-            let peer = try SilentPeerProcess()
+            let peer = try SilentPeer.python()
             defer { peer.stop() }
             let registry = ResourceRegistry()
             let reactor = IOReactor(name: "t.sock.scale")
             defer { reactor.shutdown() }
-            let baseline = ProcFD.count
+            let baseline = DescriptorLedger.now().count
             let port = peer.port
             let readers = Task {
                 try await withResourceScope("scale", registry: registry) { scope in
@@ -59,7 +60,7 @@ import Testing
             #expect(cancelled == count)
             #expect(registry.liveCount == 0)
             #expect(reactor.waitingDescriptorCount == 0)
-            #expect(ProcFD.count <= baseline + 64, "descriptors: baseline \(baseline), now \(ProcFD.count)")
+            #expect(DescriptorLedger.now().count <= baseline + 64, "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
             print("socket scale: \(count) blocked reads cancelled and closed in \(elapsed)")
         }
     }

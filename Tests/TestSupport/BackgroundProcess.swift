@@ -26,27 +26,12 @@ public final class BackgroundProcess: Sendable {
 
     /// Starts `arguments[0]` (an absolute path).
     public init(_ arguments: [String], logPath: String) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var none = sigset_t()
-        sigemptyset(&none)
-        var all = sigset_t()
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, environ)
-        guard status == 0 else { throw Failure(description: "could not start \(arguments[0]): errno \(status)") }
+        let pid: Int32
+        do {
+            pid = try Syscall.spawn(arguments, standardOutput: .file(logPath), standardError: .standardOutput)
+        } catch {
+            throw Failure(description: "could not start \(arguments[0]): \(error)")
+        }
         self.pid = pid
         self.logPath = logPath
     }
@@ -59,8 +44,7 @@ public final class BackgroundProcess: Sendable {
     /// `true` while the process has not exited (reaps it if it has).
     public var isRunning: Bool {
         if reaped.withLock({ $0 }) { return false }
-        var status: Int32 = 0
-        if waitpid(pid, &status, WNOHANG) == pid {
+        if Syscall.exitStatusIfExited(pid) != nil {
             reaped.withLock { $0 = true }
             return false
         }
@@ -77,10 +61,7 @@ public final class BackgroundProcess: Sendable {
         guard first else { return }
         kill(pid, signal)
         do {
-            try await Self.waiters.run {
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-            }
+            _ = try await Self.waiters.run { try Syscall.waitForExit(pid) }
         } catch {
             // Cancelled: the process was signalled; it is reaped as a zombie of the test process at exit.
         }
@@ -171,9 +152,7 @@ extension BackgroundProcess {
         let process = try BackgroundProcess(arguments, logPath: logPath)
         let pid = process.pid
         return try await waiters.run {
-            var status: Int32 = 0
-            _ = try? Syscall.value("waitpid") { waitpid(pid, &status, 0) }
-            return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            try Syscall.waitForExit(pid)
         }
     }
 }

@@ -22,30 +22,23 @@ public final class DemoProcess: Sendable {
         var template = Array("/tmp/resource-demo-test-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw SpawnFailed(description: "mkdtemp failed") }
         directory = String(cString: made)
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, directory + "/stdout", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, directory + "/stderr", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let words = [Self.binary] + arguments
-        var argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
         var merged = ProcessInfo.processInfo.environment
         merged["DATABASE_URL"] = nil
         for (key, value) in environment { merged[key] = value }
-        var envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { envp.forEach { free($0) } }
-        var child: pid_t = 0
-        let result = posix_spawn(&child, Self.binary, &actions, nil, &argv, &envp)
-        guard result == 0 else { throw SpawnFailed(description: "posix_spawn \(Self.binary): errno \(result)") }
+        let child: Int32
+        do {
+            child = try Syscall.spawn(
+                [Self.binary] + arguments, environment: merged,
+                standardOutput: .file(directory + "/stdout", truncate: true),
+                standardError: .file(directory + "/stderr", truncate: true)
+            )
+        } catch {
+            throw SpawnFailed(description: "posix_spawn \(Self.binary): \(error)")
+        }
         pid = child
         let (exited, status, spawned) = (self.exited, self.status, child)
         Thread.detachNewThread {
-            var raw: Int32 = 0
-            while waitpid(spawned, &raw, 0) < 0, errno == EINTR {}
-            // WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out (they are macros).
-            let code = raw & 0x7f == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+            let code = (try? Syscall.waitForExit(spawned)) ?? -1
             status.withLock { $0 = code }
             exited.set()
         }

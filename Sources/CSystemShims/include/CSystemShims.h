@@ -30,6 +30,8 @@ int rk_eventfd_drain(int fd);
 int rk_errno(void);
 /// Sets O_NONBLOCK on fd; 0 or -1 with errno.
 int rk_set_nonblocking(int fd);
+/// Close-on-exec pipe whose ends block; 0 or -1 with errno.
+int rk_pipe_cloexec(int fds[2]);
 /// Non-blocking, close-on-exec pipe; 0 or -1 with errno.
 int rk_pipe_nonblocking(int fds[2]);
 

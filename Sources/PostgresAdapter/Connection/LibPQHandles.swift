@@ -1,7 +1,9 @@
 import CLibPQ
 
-/// A `PGconn *`. `@unchecked Sendable`: the pointer is only dereferenced by libpq calls made while holding the
-/// owning connection's `state` lock (libpq connections are not thread-safe; the lock serialises them).
+/// A `PGconn *`. `@unchecked Sendable`: libpq connections are not thread-safe, so every libpq call on it is
+/// serialised: while open, the calls are made holding the owning connection's `state` lock; `close()` takes
+/// the pointer out of the state under that lock (so no other call can reach it any more) and only then calls
+/// `PQfinish` outside the lock, as the sole remaining user.
 struct PGConnPointer: @unchecked Sendable {
     let raw: OpaquePointer
 }

@@ -65,7 +65,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     let pool: BlockingPool
     let notices: NoticeSink
     let statistics: PostgresCancelStatistics
-    private let handleSlot = Locked<ResourceHandle?>(nil)
+    private let registration = HandleSlot()
     let cancelChannel = Locked<PostgresCancelChannel?>(nil)
     /// How long a cancel, or draining a cancelled query, may take before the connection is broken.
     public let cancelTimeout: Duration
@@ -111,9 +111,9 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// Which path this connection's cancels took (shared with its pool's connections, if pooled).
     public var cancelStatistics: PostgresCancelStatistics { statistics }
 
-    var handle: ResourceHandle? { handleSlot.withLock { $0 } }
+    var handle: ResourceHandle? { registration.handle }
 
-    func attach(_ handle: ResourceHandle) { handleSlot.withLock { $0 = handle } }
+    func attach(_ handle: ResourceHandle) { registration.keep(handle) }
 
     /// Uses `channel` (a pool's control connection) for the fast cancel path, for as long as the channel is
     /// verified to reach this connection's server. `nil` turns the fast path off. Cancel requests remain the
@@ -174,6 +174,6 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         // A cancel request that never returned (frozen server) may still use the PGcancel: leak it rather than
         // free it under that thread.
         if let cancelKey, cancelsDone { PQfreeCancel(cancelKey.raw) }
-        handleSlot.withLock { $0 = nil }
+        registration.clear()
     }
 }

@@ -50,7 +50,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     public let channels: [String]
     private let connection: PostgresConnection
     private let buffer = Locked(Buffer())
-    private let handleSlot = Locked<ResourceHandle?>(nil)
+    private let registration = HandleSlot()
     private let reader = OwnedTasks()
 
     private init(connection: PostgresConnection, channels: [String], bufferLimit: Int) {
@@ -92,7 +92,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
             await connection.handle?.close()
             throw error
         }
-        listener.handleSlot.withLock { $0 = handle }
+        listener.registration.keep(handle)
         do {
             for channel in channels {
                 try await connection.execute("LISTEN " + quoteIdentifier(channel))
@@ -115,7 +115,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
 
     /// The owned reader: waits for readability, moves notifications into the buffer, until the listener ends.
     private func read() async {
-        let handle = handleSlot.withLock { $0 }
+        let handle = registration.handle
         while true {
             let (notifications, socket, failure) = drainSocket()
             deliver(notifications)
@@ -218,7 +218,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     ///
     /// Cancellation: a cancelled task ends the whole listener (see the type's documentation) and throws.
     public func next() async throws -> PostgresNotification? {
-        let handle = handleSlot.withLock { $0 }
+        let handle = registration.handle
         if Task.isCancelled {
             handle?.cancel()
             throw CancellationError()
@@ -267,7 +267,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     /// Ends the sequence at once and shuts the socket down (non-blocking): the server ends the session, so
     /// nothing listens any more. ``close()`` releases the connection.
     public func cancel() {
-        let reason = handleSlot.withLock { $0 }?.cancellationReason?.error ?? CancellationError()
+        let reason = registration.handle?.cancellationReason?.error ?? CancellationError()
         end(with: reason)
         connection.state.withLock { state in
             if state.socket >= 0, state.conn != nil { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
@@ -288,6 +288,6 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
         await reader.waitForAll()
         connection.end()
         await connection.handle?.close()
-        handleSlot.withLock { $0 = nil }
+        registration.clear()
     }
 }

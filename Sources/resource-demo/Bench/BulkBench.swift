@@ -147,18 +147,9 @@ enum BulkBench {
     /// Runs `psql <conninfo> -c <command>` (blocking: on the blocking pool); throws if it fails.
     static func psql(_ conninfo: String, _ command: String) async throws {
         let status = try await BlockingPool.shared.run { () -> Int32 in
-            var pid: pid_t = 0
-            let words: [String] = ["psql", conninfo, "-q", "-v", "ON_ERROR_STOP=1", "-c", command]
-            let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-            defer { argv.forEach { free($0) } }
-            var actions = posix_spawn_file_actions_t()
-            posix_spawn_file_actions_init(&actions)
-            defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-            guard posix_spawnp(&pid, "psql", &actions, nil, argv, environ) == 0 else { return -1 }
-            var status: Int32 = 0
-            _ = try? Syscall.value("waitpid") { waitpid(pid, &status, 0) }
-            return status
+            let arguments = ["psql", conninfo, "-q", "-v", "ON_ERROR_STOP=1", "-c", command]
+            guard let pid = try? Syscall.spawn(arguments, standardOutput: .nullDevice) else { return -1 }
+            return (try? Syscall.waitForExit(pid)) ?? -1
         }
         guard status == 0 else {
             throw PostgresError(.connection, "psql failed (status \(status)); is the PostgreSQL client installed?")

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import ResourceKit
+import ResourceKitTesting
 import SocketAdapter
 
 /// Figure 6: thousands of concurrent blocked socket reads cancelled at once. The peers' ends live in a child
@@ -15,7 +16,7 @@ enum ScaleBench {
     }
 
     static func run(count: Int) async throws -> Result {
-        let peer = try SilentPeer.spawn()
+        let peer = try SilentPeerMode.spawn()
         defer { peer.stop() }
         let reactor = IOReactor(name: "bench.scale")
         defer { reactor.shutdown() }
@@ -47,17 +48,11 @@ enum ScaleBench {
         return result
     }
 
-    static func openDescriptors() -> Int {
-        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
-    }
+    static func openDescriptors() -> Int { DescriptorLedger.now().count }
 }
 
-/// A loopback listener in a child process that accepts every connection and never reads or writes.
-struct SilentPeer {
-    let pid: pid_t
-    let port: Int
-    let input: Int32
-
+/// The benchmark's silent peer: this executable in its hidden `_silent-peer` mode (no python needed).
+enum SilentPeerMode {
     /// `resource-demo _silent-peer`: the child's side. Prints the port, holds connections until stdin closes.
     static func serve() -> Never {
         guard let (listener, port) = try? RawLoopback.listener(backlog: 4096) else {
@@ -77,36 +72,9 @@ struct SilentPeer {
         exit(0)
     }
 
+    /// Starts `resource-demo _silent-peer` through the testing kit's ``SilentPeer``.
     static func spawn() throws -> SilentPeer {
-        var input: [Int32] = [0, 0]
-        var output: [Int32] = [0, 0]
-        guard pipe(&input) == 0, pipe(&output) == 0 else { throw SystemError.current("pipe") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
-        posix_spawn_file_actions_addclose(&actions, input[1])
-        posix_spawn_file_actions_addclose(&actions, output[0])
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
-        var argv: [UnsafeMutablePointer<CChar>?] = [strdup(executable), strdup("_silent-peer"), nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, &argv, environ)
-        Syscall.close(input[0])
-        Syscall.close(output[1])
-        defer { Syscall.close(output[0]) }
-        guard spawned == 0 else { throw SystemError("posix_spawn", errno: spawned) }
-        var text = ""
-        var byte: UInt8 = 0
-        while read(output[0], &byte, 1) == 1, byte != 10 { text.append(Character(UnicodeScalar(byte))) }
-        guard let port = Int(text) else { throw SystemError("silent peer", errno: 0) }
-        return SilentPeer(pid: pid, port: port, input: input[1])
-    }
-
-    func stop() {
-        Syscall.close(input)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        return try SilentPeer(command: [executable, "_silent-peer"])
     }
 }

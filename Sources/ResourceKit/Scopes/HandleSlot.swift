@@ -1,0 +1,58 @@
+/// Where a resource keeps the ``ResourceHandle`` it got at registration, so that its operations can bind to
+/// it: register through the slot, read ``handle`` in operations, ``clear()`` it in `close()`.
+///
+/// ```swift
+/// public final class Upstream: SynchronouslyClosedResource {
+///     private let registration = HandleSlot()
+///
+///     public static func open(in scope: ResourceScope) async throws -> Upstream {
+///         let upstream = Upstream()
+///         try await upstream.registration.register(upstream, in: scope, kind: kind, label: "upstream")
+///         return upstream
+///     }
+///
+///     public func read() async throws -> [UInt8]? {
+///         try await descriptor.readSome(upTo: 4096, boundTo: registration.handle) { SystemError("read", errno: $0) }
+///     }
+///
+///     public func closeSynchronously() {
+///         descriptor.close()
+///         registration.clear()
+///     }
+/// }
+/// ```
+public final class HandleSlot: Sendable {
+    private let slot = Locked<ResourceHandle?>(nil)
+
+    /// An empty slot.
+    public init() {}
+
+    /// The registration: `nil` before ``register(_:in:kind:label:)`` and after ``clear()``.
+    public var handle: ResourceHandle? { slot.withLock { $0 } }
+
+    /// Registers `resource` in `scope` and keeps the handle.
+    ///
+    /// Cancellation: as ``ResourceScope/register(_:kind:label:)``: a cancelled scope cancels and closes the
+    /// resource at once and the call throws (the slot stays empty).
+    @discardableResult
+    nonisolated(nonsending) public func register(
+        _ resource: some ManagedResource,
+        in scope: ResourceScope,
+        kind: ResourceKind,
+        label: String
+    ) async throws -> ResourceHandle {
+        let handle = try await scope.register(resource, kind: kind, label: label)
+        slot.withLock { $0 = handle }
+        return handle
+    }
+
+    /// Keeps a handle obtained some other way (``ResourceRegistry/register(_:kind:label:)``).
+    public func keep(_ handle: ResourceHandle) {
+        slot.withLock { $0 = handle }
+    }
+
+    /// Forgets the handle (call it from `close()`).
+    public func clear() {
+        slot.withLock { $0 = nil }
+    }
+}

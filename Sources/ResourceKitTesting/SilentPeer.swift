@@ -1,0 +1,101 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ResourceKit
+
+/// A real peer in another process: a loopback listener that accepts every connection and holds it silently
+/// (never reads, never writes) until stopped. It keeps the far ends of thousands of sockets out of the
+/// calling process's descriptor budget, and gives a read something that never answers.
+///
+/// The peer is any program that listens on 127.0.0.1, prints its port and a newline on standard output,
+/// holds connections, and exits when its standard input closes: ``python()`` is such a program; the
+/// benchmark uses its own executable (`resource-demo _silent-peer`).
+public final class SilentPeer: Sendable {
+    /// The port it listens on (127.0.0.1).
+    public let port: Int
+    private let pid: Int32
+    /// The write end of the peer's standard input; closing it stops the peer. `nil` once stopped.
+    private let stdinWriter: Locked<Int32?>
+
+    /// Why the peer could not be started.
+    public struct Unavailable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Starts `command` (a path, or a name on `PATH`) and waits for the port it prints.
+    /// - Throws: ``Unavailable`` when it cannot be started or does not print a port.
+    public init(command: [String]) throws {
+        let input: (read: Int32, write: Int32)
+        let output: (read: Int32, write: Int32)
+        do {
+            input = try Syscall.makePipe()
+            output = try Syscall.makePipe()
+        } catch {
+            throw Unavailable(description: "pipe failed: \(error)")
+        }
+        let child: Int32
+        do {
+            child = try Syscall.spawn(command, standardInput: .descriptor(input.read), standardOutput: .descriptor(output.write))
+        } catch {
+            [input.read, input.write, output.read, output.write].forEach(Syscall.close)
+            throw Unavailable(description: "could not start the peer process \(command.first ?? ""): \(error)")
+        }
+        Syscall.close(input.read)
+        Syscall.close(output.write)
+        defer { Syscall.close(output.read) }
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while (try? Syscall.value("read", { read(output.read, &byte, 1) })) == 1, byte != 10 { line.append(byte) }
+        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+            Syscall.close(input.write)
+            _ = try? Syscall.waitForExit(child)
+            throw Unavailable(description: "the peer process did not report its port")
+        }
+        self.port = port
+        self.pid = child
+        self.stdinWriter = Locked(input.write)
+    }
+
+    /// A peer written in Python 3 (`python3` on `PATH`).
+    public static func python() throws -> SilentPeer {
+        try SilentPeer(command: ["python3", "-c", pythonScript])
+    }
+
+    /// Stops the peer (closing every connection it held) and reaps it (blocking until it exited; it exits as
+    /// soon as its input closes). Idempotent.
+    public func stop() {
+        guard let writer = stdinWriter.withLock({ writer -> Int32? in
+            defer { writer = nil }
+            return writer
+        }) else { return }
+        Syscall.close(writer)
+        _ = try? Syscall.waitForExit(pid)
+    }
+
+    deinit { stop() }
+
+    private static let pythonScript = """
+    import os, selectors, socket, sys
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(4096)
+    server.setblocking(False)
+    os.write(1, (str(server.getsockname()[1]) + "\\n").encode())
+    selector = selectors.DefaultSelector()
+    selector.register(server, selectors.EVENT_READ)
+    selector.register(0, selectors.EVENT_READ)
+    held = []
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is server:
+                while True:
+                    try:
+                        connection, _ = server.accept()
+                        held.append(connection)
+                    except BlockingIOError:
+                        break
+            elif not os.read(0, 1024):
+                sys.exit(0)
+    """
+}
