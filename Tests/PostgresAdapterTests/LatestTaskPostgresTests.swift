@@ -51,10 +51,7 @@ import Testing
                 return id
             }
             func activeCount(_ id: Int? = nil) async throws -> Int {
-                let pattern = "%" + marker + (id.map { " \($0) " } ?? "") + "%"
-                let rows = try await observer.query(
-                    "SELECT count(*)::int8 FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1", [pattern])
-                return try rows[0].decode(Int.self, at: 0)
+                try await PostgresActivityProbe(observer: observer).backends(.running(marker + (id.map { " \($0) " } ?? ""))).count
             }
             for id in 1...5 {
                 latest.update(id: id)

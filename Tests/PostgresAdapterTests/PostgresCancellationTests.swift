@@ -276,9 +276,8 @@ import Testing
         let task = Task { try await pool.withConnection { try await $0.execute("SELECT pg_sleep(20), $1::text", [marker]) } }
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            while try await observer.query(
-                "SELECT 1 FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%pg_sleep(20), $1%'"
-            ).isEmpty {}
+            let running = try await PostgresActivityProbe(observer: observer).waitUntil(.active(.running("pg_sleep(20), $1")), within: .seconds(10))
+            try #require(running != nil, "the query never ran")
         }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }

@@ -36,24 +36,18 @@ public enum TestDatabase {
 
     /// What `pg_stat_activity` says about `pid`: its `state` (`active`, `idle`, ...), or nil if gone.
     public static func backendState(_ pid: Int32, observer: PostgresConnection) async throws -> String? {
-        let rows = try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)])
-        return try rows.first?.decode(String?.self, at: 0)
+        try await PostgresActivityProbe(observer: observer).state(of: pid)
     }
 
     /// Waits (polling the observer, bounded) until `pid` is no longer active; returns how long it took.
     public static func waitUntilNotActive(_ pid: Int32, observer: PostgresConnection, within bound: Duration = .seconds(1)) async throws -> Duration? {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < bound {
-            if try await backendState(pid, observer: observer) != "active" { return ContinuousClock.now - start }
-        }
-        return nil
+        try await PostgresActivityProbe(observer: observer).waitUntil(.notActive(.pid(pid)), within: bound)
     }
 
     /// Waits until `pid` runs a query (so a cancel lands mid-query, not before it was sent).
     public static func waitUntilActive(_ pid: Int32, observer: PostgresConnection) async throws {
-        let start = ContinuousClock.now
-        while try await backendState(pid, observer: observer) != "active" {
-            if ContinuousClock.now - start > .seconds(10) { throw PostgresError(.connection, "backend never became active") }
+        guard try await PostgresActivityProbe(observer: observer).waitUntil(.active(.pid(pid)), within: .seconds(10)) != nil else {
+            throw PostgresError(.connection, "backend never became active")
         }
     }
 }

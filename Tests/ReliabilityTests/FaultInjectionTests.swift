@@ -22,7 +22,8 @@ import Testing
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
             try await waitUntil("query running") { pool.openCount >= 1 }
-            while try await observer.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'")[0].decode(Int.self, at: 0) == 0 {}
+            let running = try await PostgresActivityProbe(observer: observer).waitUntil(.active(.running("SELECT pg_sleep(30)")), within: .seconds(10))
+            try #require(running != nil, "the query never ran")
         }
         let killed = ContinuousClock.now
         try await server.killImmediately()

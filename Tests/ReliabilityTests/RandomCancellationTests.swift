@@ -60,12 +60,8 @@ import Testing
             if ReliabilityLevel.isLong { #expect(descriptorsAfter <= descriptorsBefore) }
             try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
                 let observer = try await PostgresConnection.connect(conninfo, in: scope)
-                let start = ContinuousClock.now
-                var left = -1
-                repeat {
-                    left = try await observer.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE application_name = $1", [application])[0].decode(Int.self, at: 0)
-                } while left > 0 && ContinuousClock.now - start < .seconds(5)
-                #expect(left == 0, "backends left behind")
+                let gone = try await PostgresActivityProbe(observer: observer).waitUntil(.gone(.application(application)), within: .seconds(5))
+                #expect(gone != nil, "backends left behind")
             }
         }
     }
@@ -74,7 +70,7 @@ import Testing
     static func socketsOf(application: String, conninfo: String) async throws -> Set<UInt64> {
         let ports = try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            return try await observer.query(
+            return try await observer.query(  // the probe answers pids; this asks the same view for ports
                 "SELECT client_port FROM pg_stat_activity WHERE application_name = $1 AND client_port > 0", [application]
             ).map { try $0.decode(Int.self, at: 0) }
         }

@@ -27,11 +27,8 @@ import Testing
         try await withResourceScope("notify", registry: ResourceRegistry()) { scope in
             let sender = try await PostgresConnection.connect(conninfo, in: scope)
             // The listener is ready once the server shows a session listening on the channel.
-            let deadline = ContinuousClock.now + .seconds(20)
-            while try await sender.query(
-                "SELECT 1 FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND strpos(query, $1) > 0 AND pid <> pg_backend_pid()",
-                [channel]
-            ).isEmpty, ContinuousClock.now < deadline {}
+            let listening = try await PostgresActivityProbe(observer: sender).waitUntil(.present(.running("LISTEN \"\(channel)\"")), within: .seconds(20))
+            try #require(listening != nil, "the listener never ran LISTEN")
             try await sender.execute("SELECT pg_notify($1, 'first'), pg_notify($1, 'second')", [channel])
         }
         _ = try await process.line(containing: "\"second\"", timeout: .seconds(20))

@@ -38,14 +38,8 @@ import Testing
 
     /// Waits until a session of that serve process runs a query (its `SLEEP` reached the server).
     static func waitUntilServeQueries(_ application: String, observer: PostgresConnection) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while try await observer.query(
-            "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'",
-            [application]
-        ).isEmpty {
-            guard ContinuousClock.now < deadline else {
-                throw ConditionNeverHeld(description: "the SLEEP never reached the server")
-            }
+        guard try await PostgresActivityProbe(observer: observer).waitUntil(.active(.running("pg_sleep", application: application)), within: .seconds(20)) != nil else {
+            throw ConditionNeverHeld(description: "the SLEEP never reached the server")
         }
     }
 

@@ -55,14 +55,14 @@ import Testing
 
     /// The pid of the backend whose query contains `marker`, once it is active.
     static func activeBackend(running marker: String, observer: PostgresConnection) async throws -> Int32 {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < .seconds(60) {
-            let rows = try await observer.query(
-                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()", ["%" + marker + "%"])
-            if let row = rows.first { return Int32(try row.decode(Int.self, at: 0)) }
-            try await Task.sleep(for: .milliseconds(10))
+        let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(10))
+        var pid: Int32?
+        _ = try await PostgresActivityProbe.poll(every: probe.pollInterval, within: .seconds(60)) {
+            pid = try await probe.backends(.running(marker)).first
+            return pid != nil
         }
-        throw ConditionNeverHeld(description: "no backend ran the query")
+        guard let pid else { throw ConditionNeverHeld(description: "no backend ran the query") }
+        return pid
     }
 }
 

@@ -74,14 +74,13 @@ import Testing
     }
 
     static func sleepingBackend(observer: PostgresConnection, application: String) async throws -> Int32 {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < .seconds(30) {
-            let rows = try await observer.query(
-                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep($1)' AND application_name = $1",
-                [application])
-            if let row = rows.first { return Int32(try row.decode(Int.self, at: 0)) }
-            try await Task.sleep(for: .milliseconds(10))
+        let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(10))
+        var pid: Int32?
+        _ = try await PostgresActivityProbe.poll(every: probe.pollInterval, within: .seconds(30)) {
+            pid = try await probe.backends(.running("pg_sleep", application: application)).first
+            return pid != nil
         }
-        throw ConditionNeverHeld(description: "the SLEEP query never ran")
+        guard let pid else { throw ConditionNeverHeld(description: "the SLEEP query never ran") }
+        return pid
     }
 }

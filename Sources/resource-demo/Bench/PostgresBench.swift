@@ -8,13 +8,19 @@ import ResourceKit
 enum PostgresBench {
     static let sleepQuery = "SELECT pg_sleep(30)"
 
+    /// Polls (back to back: a pause would coarsen the figure) until `pid` runs a query.
     static func waitUntilActive(_ pid: Int32, observer: PostgresConnection) async throws {
-        while try await BackendActivity.state(of: pid, observer: observer) != "active" {}
+        let probe = PostgresActivityProbe(observer: observer, pollInterval: .zero)
+        guard try await probe.waitUntil(.active(.pid(pid)), within: .seconds(10)) != nil else {
+            throw PostgresError(.connection, "the benchmark's query never became active")
+        }
     }
 
-    /// Polls until `pid` is not active; returns when that was first seen.
+    /// Polls back to back until `pid` is not active (at most 10 s); returns when that was first seen.
     static func waitUntilNotActive(_ pid: Int32, observer: PostgresConnection) async throws -> ContinuousClock.Instant {
-        try await BackendActivity.waitUntilNotActive(pid, observer: observer).at
+        let probe = PostgresActivityProbe(observer: observer, pollInterval: .zero)
+        _ = try await probe.waitUntil(.notActive(.pid(pid)), within: .seconds(10))
+        return .now
     }
 
     struct CancelFigures {
@@ -146,9 +152,8 @@ enum PostgresBench {
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             for round in 0..<rounds {
                 let marker = "rk-storm-\(getpid())-\(round)"
-                func active() async throws -> Int {
-                    try await observer.query("SELECT count(*)::int8 FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1", ["%" + marker + "%"])[0].decode(Int.self, at: 0)
-                }
+                let probe = PostgresActivityProbe(observer: observer, pollInterval: .zero)
+                func active() async throws -> Int { try await probe.backends(.running(marker)).count }
                 // Owner: this round, which cancels and awaits it.
                 let storm = Task {
                     await withTaskGroup(of: Void.self) { group in

@@ -33,7 +33,9 @@ enum PgCommand {
     /// Waits (up to 2 s) until `pid` is not `active`, seen from a new connection; returns the state seen last.
     static func observeState(of pid: Int32, conninfo: String, in scope: ResourceScope) async throws -> String {
         let observer = try await PostgresConnection.connect(conninfo, in: scope)
-        return try await BackendActivity.waitUntilNotActive(pid, observer: observer, limit: .seconds(2)).state
+        let probe = PostgresActivityProbe(observer: observer)
+        try await probe.waitUntil(.notActive(.pid(pid)), within: .seconds(2))
+        return try await probe.state(of: pid) ?? "gone"
     }
 
     static func emit(_ report: RunReport<PostgresResult>, pid: Int32?, backendState: String?, json: Bool) {

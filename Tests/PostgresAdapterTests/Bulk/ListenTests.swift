@@ -47,13 +47,8 @@ import Testing
             consumer.cancel()
             await #expect(throws: CancellationError.self) { try await consumer.value }
             #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
-            let start = ContinuousClock.now
-            while try await TestDatabase.backendState(pid, observer: observer) != nil,
-                ContinuousClock.now - start < .seconds(2)
-            {}
-            #expect(
-                try await TestDatabase.backendState(pid, observer: observer) == nil,
-                "the listening session is still there")
+            let gone = try await PostgresActivityProbe(observer: observer).waitUntil(.gone(.pid(pid)), within: .seconds(2))
+            #expect(gone != nil, "the listening session is still there")
             await #expect(throws: CancellationError.self) { _ = try await listener.next() }
         }
     }

@@ -18,11 +18,7 @@ public struct ServerActivity: Sendable {
     public func active(_ marker: String) async throws -> [(server: Int, pid: Int32)] {
         var found: [(Int, Int32)] = []
         for (index, observer) in observers.enumerated() {
-            let rows = try await observer.query(
-                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND strpos(query, $1) > 0",
-                [marker]
-            )
-            for row in rows { found.append((index, try row.decode(Int32.self, at: 0))) }
+            for pid in try await PostgresActivityProbe(observer: observer).backends(.running(marker)) { found.append((index, pid)) }
         }
         return found
     }
@@ -43,20 +39,18 @@ public struct ServerActivity: Sendable {
     public func waitUntilActive(_ marker: String, timeout: Duration = .seconds(10)) async throws -> (
         server: Int, pid: Int32
     ) {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let first = try await active(marker).first { return first }
+        var first: (server: Int, pid: Int32)?
+        _ = try await PostgresActivityProbe.poll(every: .milliseconds(1), within: timeout) {
+            first = try await active(marker).first
+            return first != nil
         }
-        throw PostgresError(.connection, "no backend ran the marked statement within \(timeout)")
+        guard let first else { throw PostgresError(.connection, "no backend ran the marked statement within \(timeout)") }
+        return first
     }
 
     /// Waits until no backend runs `marker`; returns how long that took, or `nil` if it still ran after `bound`.
     public func waitUntilStopped(_ marker: String, within bound: Duration = .seconds(1)) async throws -> Duration? {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < bound {
-            if try await active(marker).isEmpty { return ContinuousClock.now - start }
-        }
-        return nil
+        try await PostgresActivityProbe.poll(every: .milliseconds(1), within: bound) { try await active(marker).isEmpty }
     }
 }
 
