@@ -37,7 +37,8 @@ let package = Package(
         .executableTarget(
             name: "resource-demo",
             dependencies: [
-                "ResourceKit", "ResourceKitTesting", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres", "CLibPQ",
+                "ResourceKit", "ResourceKitTesting", "SocketAdapter", "FileAdapter", "PostgresAdapter",
+                "EmbeddedPostgres", "CLibPQ",
             ],
             swiftSettings: strict
         ),
@@ -73,7 +74,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PostgresAdapterTests",
-            dependencies: ["PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport", "PostgresTestSupport"],
+            dependencies: [
+                "PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport",
+                "PostgresTestSupport",
+            ],
             swiftSettings: strict
         ),
         // The reliability suite: random-point cancellation, faults and bad input. Short form by default;
@@ -81,7 +85,8 @@ let package = Package(
         .testTarget(
             name: "ReliabilityTests",
             dependencies: [
-                "resource-demo", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter", "FileAdapter", "ResourceKit", "TestSupport",
+                "resource-demo", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter", "FileAdapter", "ResourceKit",
+                "TestSupport",
                 "PostgresTestSupport",
             ],
             swiftSettings: strict

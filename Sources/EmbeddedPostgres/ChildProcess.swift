@@ -1,4 +1,5 @@
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif

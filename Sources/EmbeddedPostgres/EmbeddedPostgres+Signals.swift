@@ -1,5 +1,6 @@
 import Dispatch
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif

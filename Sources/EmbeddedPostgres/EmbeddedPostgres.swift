@@ -1,5 +1,6 @@
 import Foundation
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -73,7 +74,8 @@ public final class EmbeddedPostgres: Sendable {
         var text = "-p \(port) -c listen_addresses=127.0.0.1 -k \(dataDirectory) -c fsync=off -c max_connections=300"
         text += " -c synchronous_commit=off"
         if options.tls {
-            text += " -c ssl=on -c ssl_cert_file=\(dataDirectory)/server.crt -c ssl_key_file=\(dataDirectory)/server.key"
+            text +=
+                " -c ssl=on -c ssl_cert_file=\(dataDirectory)/server.crt -c ssl_key_file=\(dataDirectory)/server.key"
         }
         return text
     }
@@ -83,7 +85,9 @@ public final class EmbeddedPostgres: Sendable {
         let fileManager = FileManager.default
         let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
         for directory in path.split(separator: ":").map(String.init)
-        where fileManager.isExecutableFile(atPath: directory + "/initdb") && fileManager.isExecutableFile(atPath: directory + "/pg_ctl") {
+        where fileManager.isExecutableFile(atPath: directory + "/initdb")
+            && fileManager.isExecutableFile(atPath: directory + "/pg_ctl")
+        {
             return directory
         }
         let root = "/usr/lib/postgresql"
@@ -92,7 +96,10 @@ public final class EmbeddedPostgres: Sendable {
         for version in versions where fileManager.isExecutableFile(atPath: "\(root)/\(version)/bin/initdb") {
             return "\(root)/\(version)/bin"
         }
-        throw Failure(description: "no PostgreSQL server binaries found (initdb, pg_ctl on PATH or in /usr/lib/postgresql/*/bin); install the 'postgresql' package")
+        throw Failure(
+            description:
+                "no PostgreSQL server binaries found (initdb, pg_ctl on PATH or in /usr/lib/postgresql/*/bin); install the 'postgresql' package"
+        )
     }
 
     /// Starts a new cluster.
@@ -129,7 +136,9 @@ public final class EmbeddedPostgres: Sendable {
 
     static func startBlocking(bin: String, options: Options) throws -> EmbeddedPostgres {
         var template = Array("/tmp/resourcekit-pg-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw Failure(description: "could not create a temporary directory") }
+        guard let made = mkdtemp(&template) else {
+            throw Failure(description: "could not create a temporary directory")
+        }
         let directory = String(cString: made)
         let asRoot = getuid() == 0
         if asRoot {
@@ -152,13 +161,18 @@ public final class EmbeddedPostgres: Sendable {
             }
             try run(bin + "/initdb", initdb, asRoot: asRoot, log: directory + "/initdb.log")
             if options.tls {
-                try run("/usr/bin/openssl", [
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-                    "-keyout", directory + "/server.key", "-out", directory + "/server.crt",
-                ], asRoot: asRoot, log: directory + "/openssl.log")
+                try run(
+                    "/usr/bin/openssl",
+                    [
+                        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                        "-keyout", directory + "/server.key", "-out", directory + "/server.crt",
+                    ], asRoot: asRoot, log: directory + "/openssl.log")
                 chmod(directory + "/server.key", 0o600)
             }
-            try run(bin + "/pg_ctl", ["-D", data, "-l", directory + "/server.log", "-w", "-t", "60", "-o", server.serverOptions, "start"], asRoot: asRoot, log: directory + "/pg_ctl.log")
+            try run(
+                bin + "/pg_ctl",
+                ["-D", data, "-l", directory + "/server.log", "-w", "-t", "60", "-o", server.serverOptions, "start"],
+                asRoot: asRoot, log: directory + "/pg_ctl.log")
         } catch {
             server.stopBlocking()
             throw error
@@ -182,7 +196,9 @@ public final class EmbeddedPostgres: Sendable {
             return !stopped
         }
         guard first else { return }
-        _ = try? Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "fast", "-w", "stop"], asRoot: getuid() == 0, log: nil)
+        _ = try? Self.run(
+            binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "fast", "-w", "stop"],
+            asRoot: getuid() == 0, log: nil)
         try? FileManager.default.removeItem(atPath: dataDirectory)
     }
 
@@ -193,7 +209,9 @@ public final class EmbeddedPostgres: Sendable {
 
     /// The blocking form of ``killImmediately()``.
     package func killImmediatelyBlocking() throws {
-        try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "immediate", "-w", "stop"], asRoot: getuid() == 0, log: nil)
+        try Self.run(
+            binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "immediate", "-w", "stop"],
+            asRoot: getuid() == 0, log: nil)
     }
 
     /// Restarts the server on the same port (`pg_ctl restart -m fast`: every session is terminated), or
@@ -204,19 +222,28 @@ public final class EmbeddedPostgres: Sendable {
 
     /// The blocking form of ``restart()``.
     package func restartBlocking() throws {
-        try Self.run(binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-l", dataDirectory + "/server.log", "-m", "fast", "-w", "-t", "60", "-o", serverOptions, "restart"], asRoot: getuid() == 0, log: dataDirectory + "/pg_ctl-restart.log")
+        try Self.run(
+            binDirectory + "/pg_ctl",
+            [
+                "-D", dataDirectory + "/data", "-l", dataDirectory + "/server.log", "-m", "fast", "-w", "-t", "60",
+                "-o", serverOptions, "restart",
+            ], asRoot: getuid() == 0, log: dataDirectory + "/pg_ctl-restart.log")
     }
 
     /// Writes `text` to a new file readable by the server's OS user only.
     private static func writeOwned(_ path: String, _ text: String, asRoot: Bool) throws {
-        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
+        guard
+            FileManager.default.createFile(
+                atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+        else {
             throw Failure(description: "could not write a file in the cluster's directory")
         }
         if asRoot, let user = getpwnam("postgres") { chown(path, user.pointee.pw_uid, user.pointee.pw_gid) }
     }
 
     private static func run(_ executable: String, _ arguments: [String], asRoot: Bool, log: String?) throws {
-        let command = asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--", executable] + arguments : [executable] + arguments
+        let command =
+            asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--", executable] + arguments : [executable] + arguments
         let logPath = log ?? "/dev/null"
         let status: Int32
         do {
@@ -227,7 +254,8 @@ public final class EmbeddedPostgres: Sendable {
         guard status == 0 else {
             let text = log.flatMap { FileManager.default.contents(atPath: $0) } ?? Data()
             let tail = String(decoding: text.suffix(600), as: UTF8.self)
-            throw Failure(description: "\((executable as NSString).lastPathComponent) failed (status \(status)): \(tail)")
+            throw Failure(
+                description: "\((executable as NSString).lastPathComponent) failed (status \(status)): \(tail)")
         }
     }
 
@@ -238,9 +266,13 @@ public final class EmbeddedPostgres: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
         guard bound == 0 else { throw Failure(description: "could not find a free port") }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }

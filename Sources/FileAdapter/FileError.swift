@@ -1,7 +1,8 @@
+import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ResourceKit
 
 /// A file failure, naming the path the caller gave (the caller's own input; it is never logged by
 /// ResourceKit) and the `errno`.

@@ -1,7 +1,8 @@
+public import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import ResourceKit
 
 /// A regular file read in chunks with `pread` on the blocking pool (regular files cannot be waited on with
 /// epoll), optionally following the file as it grows (`tail -f`).
@@ -97,7 +98,9 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
                     guard let fd else { throw ResourceKitError(.descriptorClosed, "the file was closed") }
                     var buffer = [UInt8](repeating: 0, count: count)
                     do {
-                        let n = try Syscall.value("pread") { buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(start)) } }
+                        let n = try Syscall.value("pread") {
+                            buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(start)) }
+                        }
                         buffer.removeLast(count - n)
                         return buffer
                     } catch let error as SystemError {
@@ -121,7 +124,10 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
             var drained = false
             while true {
                 let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 4096) }
-                if n > 0 { drained = true; continue }
+                if n > 0 {
+                    drained = true
+                    continue
+                }
                 return drained ? true : nil
             }
         }

@@ -1,7 +1,8 @@
+public import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import ResourceKit
 
 /// A readable stream that can be waited on: a pipe, a FIFO, a character device, or standard input.
 /// Reads are non-blocking and wait for data through the reactor.
@@ -34,7 +35,9 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
 
     /// Opens a FIFO or character device for reading (non-blocking: opening a FIFO does not wait for a writer).
     /// - Throws: ``FileError`` (`notFound`, `permissionDenied`, `isDirectory`, `notAStream` for a regular file).
-    public static func open(path: String, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
+    public static func open(path: String, in scope: ResourceScope, reactor: IOReactor = .shared) async throws
+        -> StreamReader
+    {
         try scope.checkCancellation()
         let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw FileError.from(errno: Syscall.errno, path: path, call: "open") }
@@ -50,14 +53,17 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
 
     /// Takes ownership of a readable pipe end (or any pollable descriptor) and registers it in `scope`. The
     /// descriptor is made non-blocking and closed by the scope.
-    public static func adopt(_ fd: Int32, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
+    public static func adopt(_ fd: Int32, in scope: ResourceScope, reactor: IOReactor = .shared) async throws
+        -> StreamReader
+    {
         try Syscall.setNonBlocking(fd)
         return try await register(StreamReader(fd: fd, reactor: reactor, restoreFlags: nil), label: "pipe", in: scope)
     }
 
     /// Standard input as a stream (a pipe, FIFO or terminal; for a redirected regular file use ``FileReader``
     /// with `/dev/stdin`). Works on a duplicate of descriptor 0; the shared non-blocking flag is restored on close.
-    public static func standardInput(in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader {
+    public static func standardInput(in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> StreamReader
+    {
         var info = stat()
         fstat(0, &info)
         if info.st_mode & S_IFMT == S_IFREG {
@@ -65,12 +71,17 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
         }
         let original = fcntl(0, F_GETFL)
         let fd = fcntl(0, F_DUPFD_CLOEXEC, 3)
-        guard fd >= 0, original >= 0 else { throw FileError.from(errno: Syscall.errno, path: "/dev/stdin", call: "dup") }
+        guard fd >= 0, original >= 0 else {
+            throw FileError.from(errno: Syscall.errno, path: "/dev/stdin", call: "dup")
+        }
         try? Syscall.setNonBlocking(fd)
-        return try await register(StreamReader(fd: fd, reactor: reactor, restoreFlags: (0, original)), label: "stdin", in: scope)
+        return try await register(
+            StreamReader(fd: fd, reactor: reactor, restoreFlags: (0, original)), label: "stdin", in: scope)
     }
 
-    private static func register(_ reader: StreamReader, label: String, in scope: ResourceScope) async throws -> StreamReader {
+    private static func register(_ reader: StreamReader, label: String, in scope: ResourceScope) async throws
+        -> StreamReader
+    {
         try await reader.registration.register(reader, in: scope, kind: kind, label: label)
         return reader
     }

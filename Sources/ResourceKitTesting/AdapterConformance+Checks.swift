@@ -14,7 +14,8 @@ extension AdapterConformance {
             }
             let (ended, elapsed) = await Self.wait(for: task, upTo: bounds.hang)
             guard let ended else {
-                problems.append("""
+                problems.append(
+                    """
                     the operation blocked although its task was cancelled before it started (still running after \(bounds.hang)): \
                     the cancel arrived before your operation registered anything to wake, and was lost. Create the \
                     operation's state (or a CancellationCell) before withTaskCancellationHandler, and have onCancel \
@@ -31,7 +32,9 @@ extension AdapterConformance {
     /// Cancelled while blocked (through its task, or through its scope): it must return promptly with
     /// `CancellationError`.
     func cancelWhileBlocked(viaScope: Bool) async -> ConformanceReport.Check {
-        let name = viaScope ? "cancel while blocked, through the scope (resource cancel)" : "cancel while blocked, through the task"
+        let name =
+            viaScope
+            ? "cancel while blocked, through the scope (resource cancel)" : "cancel while blocked, through the task"
         return await withFreshResource(name) { scope, resource, _, problems, measurements in
             let operation = self.operation
             // Owner: this check, which awaits it (bounded) below.
@@ -42,7 +45,8 @@ extension AdapterConformance {
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             let elapsed = ContinuousClock.now - cancelled
             guard let ended else {
-                problems.append("""
+                problems.append(
+                    """
                     the operation was still blocked \(bounds.hang) after \(viaScope ? "its resource was cancelled" : "its task was cancelled"): \
                     \(viaScope ? "your cancel() must wake every blocked operation (or bind operations to the handle so ResourceKit resumes them)" : "wrap the wait in withTaskCancellationHandler (or a CancellationCell / IOReactor.wait bound to the handle) so that onCancel resumes it").
                     """)
@@ -51,7 +55,9 @@ extension AdapterConformance {
             }
             measurements.append("cancel to return \(Self.text(elapsed))")
             if elapsed > bounds.promptReturn {
-                problems.append("the operation took \(Self.text(elapsed)) to return after the cancel (bound \(Self.text(bounds.promptReturn))): do not wait for a timeout or poll Task.isCancelled; resume from onCancel.")
+                problems.append(
+                    "the operation took \(Self.text(elapsed)) to return after the cancel (bound \(Self.text(bounds.promptReturn))): do not wait for a timeout or poll Task.isCancelled; resume from onCancel."
+                )
             }
             Self.expectCancellation(ended, problems: &problems)
         }
@@ -60,7 +66,9 @@ extension AdapterConformance {
     /// Cancelled after the operation completed: nothing may break; the resource still closes once.
     func cancelAfterCompletion() async -> ConformanceReport.Check {
         guard let complete else {
-            return ConformanceReport.Check(name: "cancel after completion", failure: nil, measurements: ["no completeOperation given"], skipped: true)
+            return ConformanceReport.Check(
+                name: "cancel after completion", failure: nil, measurements: ["no completeOperation given"],
+                skipped: true)
         }
         return await withFreshResource("cancel after completion") { scope, resource, _, problems, measurements in
             let operation = self.operation
@@ -76,7 +84,9 @@ extension AdapterConformance {
             }
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             guard case .success? = ended else {
-                problems.append("the operation did not complete after completeOperation (\(ended.map { "\($0)" } ?? "still blocked")).")
+                problems.append(
+                    "the operation did not complete after completeOperation (\(ended.map { "\($0)" } ?? "still blocked"))."
+                )
                 scope.cancel()
                 return
             }
@@ -90,7 +100,8 @@ extension AdapterConformance {
     /// `cancel()` is fast, idempotent and safe from several threads at once; it never touches a descriptor it
     /// no longer owns (canary descriptors opened between calls must survive).
     func cancelIsFastAndIdempotent() async -> ConformanceReport.Check {
-        await withFreshResource("cancel() is fast, idempotent and thread-safe") { scope, resource, opened, problems, measurements in
+        await withFreshResource("cancel() is fast, idempotent and thread-safe") {
+            scope, resource, opened, problems, measurements in
             // From four threads at once first, then one call after another with a canary descriptor
             // opened after each call: a cancel() that closes a descriptor it already closed closes the canary.
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
@@ -98,7 +109,12 @@ extension AdapterConformance {
                 for _ in 0..<4 {
                     Thread {
                         for _ in 0..<25 { resource.cancel() }
-                        if remaining.withLock({ $0 -= 1; return $0 }) == 0 { done.resume() }
+                        if remaining.withLock({
+                            $0 -= 1
+                            return $0
+                        }) == 0 {
+                            done.resume()
+                        }
                     }.start()
                 }
             }
@@ -122,10 +138,14 @@ extension AdapterConformance {
             let median = durations.sorted()[durations.count / 2]
             measurements.append("cancel() median \(Self.text(median)), max \(Self.text(durations.max() ?? .zero))")
             if median > bounds.cancelCall {
-                problems.append("cancel() took \(Self.text(median)) (median; bound \(Self.text(bounds.cancelCall))): cancel() must never block. Record the request and wake waiters; hand slow work (a network round trip, a wait for a process) to BlockingPool.shared.submit or do it in close().")
+                problems.append(
+                    "cancel() took \(Self.text(median)) (median; bound \(Self.text(bounds.cancelCall))): cancel() must never block. Record the request and wake waiters; hand slow work (a network round trip, a wait for a process) to BlockingPool.shared.submit or do it in close()."
+                )
             }
             if killed > 0 {
-                problems.append("a repeated cancel() closed a descriptor it no longer owned (\(killed) canary descriptor(s), placed on the numbers the resource had released, were closed): cancel() must be idempotent. Guard it with a flag under a lock, and leave closing descriptors to close().")
+                problems.append(
+                    "a repeated cancel() closed a descriptor it no longer owned (\(killed) canary descriptor(s), placed on the numbers the resource had released, were closed): cancel() must be idempotent. Guard it with a flag under a lock, and leave closing descriptors to close()."
+                )
             }
             for canary in canaries { Glibc.close(canary) }
             // The resource is still usable for ResourceKit: the scope will close it.
@@ -135,7 +155,8 @@ extension AdapterConformance {
 
     /// A scope whose body fails still closes the resource exactly once and releases its descriptors.
     func closedOnceAfterFailure() async -> ConformanceReport.Check {
-        return await withFreshResource("closed once after a failure", bodyThrows: ConformanceBodyFailure()) { _, _, _, _, measurements in
+        return await withFreshResource("closed once after a failure", bodyThrows: ConformanceBodyFailure()) {
+            _, _, _, _, measurements in
             measurements.append("the scope's body threw")
         }
     }

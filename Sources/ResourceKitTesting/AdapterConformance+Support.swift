@@ -26,7 +26,9 @@ extension AdapterConformance {
                 opened = DescriptorLedger.now().opened(since: before)
                 for fd in testSideDescriptors?(resource) ?? [] { opened[fd] = nil }
                 if registry.liveCount == 0 {
-                    problems.append("make did not register the resource in the scope it was given: register it with scope.register(_:kind:label:), so that the scope cancels and closes it.")
+                    problems.append(
+                        "make did not register the resource in the scope it was given: register it with scope.register(_:kind:label:), so that the scope cancels and closes it."
+                    )
                 }
                 await body(scope, resource, opened, &problems, &measurements)
                 if let bodyThrows { throw bodyThrows }
@@ -36,9 +38,13 @@ extension AdapterConformance {
         }
         let totals = registry.snapshot().totals
         if totals.closeTimedOut > 0 {
-            problems.append("close() did not return within the kind's closeTimeout: close() must finish promptly (stop the work in cancel(), which ResourceKit calls first; never wait for a peer that may never answer).")
+            problems.append(
+                "close() did not return within the kind's closeTimeout: close() must finish promptly (stop the work in cancel(), which ResourceKit calls first; never wait for a peer that may never answer)."
+            )
         } else if totals.closed != totals.acquired {
-            problems.append("\(totals.acquired) resource(s) registered but \(totals.closed) closed: every registered resource must be closed by its scope.")
+            problems.append(
+                "\(totals.acquired) resource(s) registered but \(totals.closed) closed: every registered resource must be closed by its scope."
+            )
         }
         if registry.liveCount != 0 {
             problems.append("\(registry.liveCount) resource(s) still live in the registry after the scope ended.")
@@ -46,7 +52,9 @@ extension AdapterConformance {
         let leaked = DescriptorLedger.now().stillOpen(opened)
         if !leaked.isEmpty {
             let kinds = Set(leaked.values.map { $0.split(separator: ":").first.map(String.init) ?? $0 }).sorted()
-            problems.append("close() left \(leaked.count) descriptor(s) open (\(kinds.joined(separator: ", "))): close every descriptor the resource owns in close(), once (and tell the reactor first: IOReactor.descriptorWillClose, or use GuardedDescriptor).")
+            problems.append(
+                "close() left \(leaked.count) descriptor(s) open (\(kinds.joined(separator: ", "))): close every descriptor the resource owns in close(), once (and tell the reactor first: IOReactor.descriptorWillClose, or use GuardedDescriptor)."
+            )
         }
         return ConformanceReport.Check(
             name: name,
@@ -57,7 +65,9 @@ extension AdapterConformance {
     }
 
     /// Waits for `task` at most `limit`; nil when it had not ended by then.
-    static func wait(for task: Task<Void, any Error>, upTo limit: Duration) async -> (Result<Void, any Error>?, Duration) {
+    static func wait(for task: Task<Void, any Error>, upTo limit: Duration) async -> (
+        Result<Void, any Error>?, Duration
+    ) {
         let started = ContinuousClock.now
         let done = OneShotEvent()
         let result = Locked<Result<Void, any Error>?>(nil)
@@ -76,11 +86,15 @@ extension AdapterConformance {
     static func expectCancellation(_ result: Result<Void, any Error>, problems: inout [String]) {
         switch result {
         case .success:
-            problems.append("the operation returned normally although it was cancelled: throw CancellationError, so that callers never mistake a cancelled operation for a finished one.")
+            problems.append(
+                "the operation returned normally although it was cancelled: throw CancellationError, so that callers never mistake a cancelled operation for a finished one."
+            )
         case .failure(let error) where error is CancellationError:
             break
         case .failure(let error):
-            problems.append("the cancelled operation threw \(type(of: error)) (\(error)) instead of CancellationError: translate your native cancellation (ECANCELED, a 'cancelled' status, the error a torn-down handle gives) into CancellationError; keep your own error type for genuine failures.")
+            problems.append(
+                "the cancelled operation threw \(type(of: error)) (\(error)) instead of CancellationError: translate your native cancellation (ECANCELED, a 'cancelled' status, the error a torn-down handle gives) into CancellationError; keep your own error type for genuine failures."
+            )
         }
     }
 
@@ -101,6 +115,7 @@ extension AdapterConformance {
     static func text(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
         let microseconds = Double(seconds) * 1e6 + Double(attoseconds) / 1e12
-        return microseconds >= 1000 ? String(format: "%.1f ms", microseconds / 1000) : String(format: "%.1f µs", microseconds)
+        return microseconds >= 1000
+            ? String(format: "%.1f ms", microseconds / 1000) : String(format: "%.1f µs", microseconds)
     }
 }

@@ -57,7 +57,9 @@ public struct DescriptorLedger: Sendable, Hashable {
 
     private func open(_ inodes: Set<UInt64>, prefix: String) -> Int {
         entries.values.filter { target in
-            guard target.hasPrefix(prefix), let inode = UInt64(target.dropFirst(prefix.count).dropLast()) else { return false }
+            guard target.hasPrefix(prefix), let inode = UInt64(target.dropFirst(prefix.count).dropLast()) else {
+                return false
+            }
             return inodes.contains(inode)
         }.count
     }
@@ -83,8 +85,9 @@ public struct DescriptorLedger: Sendable, Hashable {
                 let fields = String(cString: line!).split(separator: " ", omittingEmptySubsequences: true)
                 // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
                 guard fields.count > 9, let colon = fields[1].lastIndex(of: ":"),
-                      let port = Int(fields[1][fields[1].index(after: colon)...], radix: 16),
-                      localPorts.contains(port), let inode = UInt64(fields[9]) else { continue }
+                    let port = Int(fields[1][fields[1].index(after: colon)...], radix: 16),
+                    localPorts.contains(port), let inode = UInt64(fields[9])
+                else { continue }
                 inodes.insert(inode)
             }
         }

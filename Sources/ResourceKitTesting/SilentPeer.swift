@@ -1,7 +1,8 @@
+import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ResourceKit
 
 /// A real peer in another process: a loopback listener that accepts every connection and holds it silently
 /// (never reads, never writes) until stopped. It keeps the far ends of thousands of sockets out of the
@@ -35,7 +36,8 @@ public final class SilentPeer: Sendable {
         }
         let child: Int32
         do {
-            child = try Syscall.spawn(command, standardInput: .descriptor(input.read), standardOutput: .descriptor(output.write))
+            child = try Syscall.spawn(
+                command, standardInput: .descriptor(input.read), standardOutput: .descriptor(output.write))
         } catch {
             [input.read, input.write, output.read, output.write].forEach(Syscall.close)
             throw Unavailable(description: "could not start the peer process \(command.first ?? ""): \(error)")
@@ -64,10 +66,12 @@ public final class SilentPeer: Sendable {
     /// Stops the peer (closing every connection it held) and reaps it (blocking until it exited; it exits as
     /// soon as its input closes). Idempotent.
     public func stop() {
-        guard let writer = stdinWriter.withLock({ writer -> Int32? in
-            defer { writer = nil }
-            return writer
-        }) else { return }
+        guard
+            let writer = stdinWriter.withLock({ writer -> Int32? in
+                defer { writer = nil }
+                return writer
+            })
+        else { return }
         Syscall.close(writer)
         _ = try? Syscall.waitForExit(pid)
     }
@@ -75,27 +79,27 @@ public final class SilentPeer: Sendable {
     deinit { stop() }
 
     private static let pythonScript = """
-    import os, selectors, socket, sys
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind(("127.0.0.1", 0))
-    server.listen(4096)
-    server.setblocking(False)
-    os.write(1, (str(server.getsockname()[1]) + "\\n").encode())
-    selector = selectors.DefaultSelector()
-    selector.register(server, selectors.EVENT_READ)
-    selector.register(0, selectors.EVENT_READ)
-    held = []
-    while True:
-        for key, _ in selector.select():
-            if key.fileobj is server:
-                while True:
-                    try:
-                        connection, _ = server.accept()
-                        held.append(connection)
-                    except BlockingIOError:
-                        break
-            elif not os.read(0, 1024):
-                sys.exit(0)
-    """
+        import os, selectors, socket, sys
+        server = socket.socket()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen(4096)
+        server.setblocking(False)
+        os.write(1, (str(server.getsockname()[1]) + "\\n").encode())
+        selector = selectors.DefaultSelector()
+        selector.register(server, selectors.EVENT_READ)
+        selector.register(0, selectors.EVENT_READ)
+        held = []
+        while True:
+            for key, _ in selector.select():
+                if key.fileobj is server:
+                    while True:
+                        try:
+                            connection, _ = server.accept()
+                            held.append(connection)
+                        except BlockingIOError:
+                            break
+                elif not os.read(0, 1024):
+                    sys.exit(0)
+        """
 }

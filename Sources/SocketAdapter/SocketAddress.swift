@@ -1,7 +1,8 @@
+import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ResourceKit
 
 /// An IPv4, IPv6 or Unix-domain socket address.
 public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
@@ -67,7 +68,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     /// Cancellation: the lookup is a blocking-pool job; cancelling the task (or passing a deadline that
     /// passes) resumes the caller at once and the lookup's result is discarded.
     /// - Throws: ``SocketError/Code/resolutionFailed``, ``SocketError/Code/invalidAddress`` (port out of range).
-    public static func resolve(host: String, port: Int, deadline: ContinuousClock.Instant? = nil) async throws -> [SocketAddress] {
+    public static func resolve(host: String, port: Int, deadline: ContinuousClock.Instant? = nil) async throws
+        -> [SocketAddress]
+    {
         guard (0...65_535).contains(port) else {
             throw SocketError(.invalidAddress, call: "port", errno: EINVAL)
         }
@@ -86,7 +89,8 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
             var cursor: UnsafeMutablePointer<addrinfo>? = first
             while let info = cursor {
                 if let sa = info.pointee.ai_addr, let address = SocketAddress(sa, length: info.pointee.ai_addrlen),
-                   !addresses.contains(address) {
+                    !addresses.contains(address)
+                {
                     addresses.append(address)
                 }
                 cursor = info.pointee.ai_next
@@ -147,7 +151,9 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         guard family == .unix else { return nil }
         return storage.withUnsafeBytes { raw in
             var address = raw.load(as: sockaddr_un.self)
-            return withUnsafeBytes(of: &address.sun_path) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            return withUnsafeBytes(of: &address.sun_path) {
+                String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
+public import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import ResourceKit
 
 /// A connected stream socket (TCP over IPv4/IPv6, or Unix-domain) living in a ``ResourceScope``.
 ///
@@ -61,16 +62,25 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     }
 
     /// Connects to a Unix-domain socket at `path`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
-    public static func connect(unixPath path: String, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
+    public static func connect(
+        unixPath path: String, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil,
+        reactor: IOReactor = .shared
+    ) async throws -> SocketConnection {
         try await connect(to: .unix(path: path), in: scope, deadline: deadline, reactor: reactor)
     }
 
     /// Connects to `address`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
-    public static func connect(to address: SocketAddress, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil, reactor: IOReactor = .shared) async throws -> SocketConnection {
-        let fd = socket(address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    public static func connect(
+        to address: SocketAddress, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil,
+        reactor: IOReactor = .shared
+    ) async throws -> SocketConnection {
+        let fd = socket(
+            address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+            0)
         guard fd >= 0 else { throw SocketError.from(errno: Syscall.errno, call: "socket") }
         let connection = SocketConnection(fd: fd, reactor: reactor)
-        let handle = try await connection.register(in: scope, label: address.family == .unix ? "unix client" : "tcp client")
+        let handle = try await connection.register(
+            in: scope, label: address.family == .unix ? "unix client" : "tcp client")
         do {
             try await connection.finishConnect(to: address, handle: handle, deadline: deadline)
         } catch {
@@ -86,10 +96,14 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         try await registration.register(self, in: scope, kind: Self.kind, label: label)
     }
 
-    private func finishConnect(to address: SocketAddress, handle: ResourceHandle, deadline: ContinuousClock.Instant?) async throws {
+    private func finishConnect(to address: SocketAddress, handle: ResourceHandle, deadline: ContinuousClock.Instant?)
+        async throws
+    {
         let (done, fd) = try descriptor.withDescriptor { fd -> (Bool, Int32) in
             do {
-                _ = try Syscall.value("connect", retryOnInterrupt: false) { address.withSockAddr { Glibc.connect(fd, $0, $1) } }
+                _ = try Syscall.value("connect", retryOnInterrupt: false) {
+                    address.withSockAddr { Glibc.connect(fd, $0, $1) }
+                }
                 return (true, fd)
             } catch let error as SystemError where error.errno == EINPROGRESS || error.errno == EINTR {
                 return (false, fd)  // completes in the background: wait for writability
@@ -136,7 +150,9 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
             let sent = try await descriptor.perform(.writable, boundTo: handle) { fd -> Int? in
                 do {
                     return try Syscall.nonBlocking("send") {
-                        data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+                        data.withUnsafeBytes {
+                            Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL))
+                        }
                     }
                 } catch let error as SystemError {
                     throw SocketError.from(errno: error.errno, call: "send")
@@ -154,7 +170,9 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// Half-close: tells the peer we will send no more (it reads end of stream); reading still works.
     public func shutdownWrite() throws {
         try descriptor.withDescriptor { fd in
-            if Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 { throw SocketError.from(errno: Syscall.errno, call: "shutdown") }
+            if Glibc.shutdown(fd, Int32(SHUT_WR)) != 0 {
+                throw SocketError.from(errno: Syscall.errno, call: "shutdown")
+            }
         }
     }
 
@@ -168,7 +186,9 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// Turns Nagle's algorithm off (on by default for TCP connections made or accepted here: request/response
     /// line protocols want their small writes sent at once).
     public func setNoDelay(_ on: Bool) {
-        descriptor.ifOpen { fd in try? Syscall.setSocketOption(fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: on ? 1 : 0) }
+        descriptor.ifOpen { fd in
+            try? Syscall.setSocketOption(fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, value: on ? 1 : 0)
+        }
     }
 
     /// The local address.

@@ -1,7 +1,8 @@
+import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import ResourceKit
 
 /// A socket failure that is not a cancellation: refused, reset, unreachable and so on, with the `errno`.
 ///
@@ -55,6 +56,7 @@ public struct SocketError: Error, Sendable, Hashable, CustomStringConvertible {
         if errno == 0 || code == .resolutionFailed {
             return "SocketError.\(code.rawValue) (\(call))"
         }
-        return "SocketError.\(code.rawValue): \(call) failed: \(SystemError(call, errno: errno).reason) (errno \(errno))"
+        return
+            "SocketError.\(code.rawValue): \(call) failed: \(SystemError(call, errno: errno).reason) (errno \(errno))"
     }
 }

@@ -1,7 +1,8 @@
+public import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import ResourceKit
 
 /// A listening socket (TCP or Unix-domain) living in a ``ResourceScope``.
 ///
@@ -45,14 +46,20 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
     }
 
     /// Binds and listens on a Unix-domain socket at `path` (which must not exist; it is removed on close).
-    public static func bind(unixPath path: String, backlog: Int32 = 511, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> SocketListener {
+    public static func bind(
+        unixPath path: String, backlog: Int32 = 511, in scope: ResourceScope, reactor: IOReactor = .shared
+    ) async throws -> SocketListener {
         try await bind(to: .unix(path: path), backlog: backlog, in: scope, reactor: reactor)
     }
 
     /// Binds and listens on `address`.
-    public static func bind(to address: SocketAddress, backlog: Int32 = 511, in scope: ResourceScope, reactor: IOReactor = .shared) async throws -> SocketListener {
+    public static func bind(
+        to address: SocketAddress, backlog: Int32 = 511, in scope: ResourceScope, reactor: IOReactor = .shared
+    ) async throws -> SocketListener {
         try scope.checkCancellation()
-        let fd = socket(address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(
+            address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
+            0)
         guard fd >= 0 else { throw SocketError.from(errno: Syscall.errno, call: "socket") }
         if address.family != .unix {
             try? Syscall.setSocketOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, value: 1)
@@ -69,7 +76,8 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
         }
         let bound = SocketConnection.address(of: fd, peer: false) ?? address
         let listener = SocketListener(fd: fd, address: address.family == .unix ? address : bound, reactor: reactor)
-        try await listener.registration.register(listener, in: scope, kind: kind, label: address.family == .unix ? "unix listener" : "tcp listener")
+        try await listener.registration.register(
+            listener, in: scope, kind: kind, label: address.family == .unix ? "unix listener" : "tcp listener")
         return listener
     }
 

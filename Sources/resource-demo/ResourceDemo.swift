@@ -30,7 +30,8 @@ struct ResourceDemo {
         }
         let arguments: Arguments
         do {
-            arguments = try Arguments(command: command, rest, valueFlags: spec.valueFlags, switchFlags: spec.switchFlags)
+            arguments = try Arguments(
+                command: command, rest, valueFlags: spec.valueFlags, switchFlags: spec.switchFlags)
         } catch {
             usage(String(describing: error))
         }

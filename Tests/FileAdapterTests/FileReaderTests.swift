@@ -1,9 +1,10 @@
 import FileAdapter
 import Glibc
-@testable import ResourceKit
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import ResourceKit
 
 /// Regular files: chunked `pread` on the blocking pool; follow mode through inotify.
 @Suite struct FileReaderTests {

@@ -10,7 +10,9 @@ import Testing
     /// The FIFOs the kit's resources read, with a writer each.
     final class Writers: Sendable {
         private let writers = Locked<[ObjectIdentifier: (fd: Int32, path: String)]>([:])
-        func add(_ reader: StreamReader, _ fd: Int32, _ path: String) { writers.withLock { $0[ObjectIdentifier(reader)] = (fd, path) } }
+        func add(_ reader: StreamReader, _ fd: Int32, _ path: String) {
+            writers.withLock { $0[ObjectIdentifier(reader)] = (fd, path) }
+        }
         func writer(of reader: StreamReader) -> Int32 { writers.withLock { $0[ObjectIdentifier(reader)]?.fd } ?? -1 }
         func removeAll() {
             for (fd, path) in writers.withLock({ Array($0.values) }) {
@@ -26,7 +28,11 @@ import Testing
         let kit = AdapterConformance<StreamReader>(
             "StreamReader (FIFO)",
             make: { scope in
-                let path = "/tmp/rk-conformance-\(getpid())-\(counter.withLock { $0 += 1; return $0 }).fifo"
+                let number = counter.withLock { count -> Int in
+                    count += 1
+                    return count
+                }
+                let path = "/tmp/rk-conformance-\(getpid())-\(number).fifo"
                 unlink(path)
                 guard mkfifo(path, 0o600) == 0 else { throw SystemError.current("mkfifo") }
                 let writer = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)  // the test's side: a silent writer

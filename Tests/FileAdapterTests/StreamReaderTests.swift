@@ -52,7 +52,8 @@ import Testing
         defer { unlink(path) }
         let before = DescriptorLedger.now().count(of: path)
         await #expect(throws: DeadlineExceededError.self) {
-            try await withResourceScope("fifo", deadline: .now + .milliseconds(50), registry: ResourceRegistry()) { scope in
+            try await withResourceScope("fifo", deadline: .now + .milliseconds(50), registry: ResourceRegistry()) {
+                scope in
                 let reader = try await StreamReader.open(path: path, in: scope)
                 let writer = open(path, O_WRONLY | O_NONBLOCK)
                 defer { Syscall.close(writer) }

@@ -1,7 +1,7 @@
 import Foundation
 import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
 
@@ -15,7 +15,8 @@ import Testing
             let admin = try await PostgresConnection.connect(conninfo, in: scope)
             _ = try await admin.execute("CREATE SEQUENCE \(sequence)")
             let pool = try PostgresPool(conninfo: conninfo, maxConnections: 2)
-            let latest = try await LatestTask<String, Int>.start(in: scope, "search", debounce: .milliseconds(300)) { term, _ in
+            let latest = try await LatestTask<String, Int>.start(in: scope, "search", debounce: .milliseconds(300)) {
+                term, _ in
                 try await pool.withConnection { connection in
                     let rows = try await connection.query("SELECT nextval('\(sequence)'), length($1)", [term])
                     return try rows[0].decode(Int.self, at: 0)
@@ -51,7 +52,9 @@ import Testing
                 return id
             }
             func activeCount(_ id: Int? = nil) async throws -> Int {
-                try await PostgresActivityProbe(observer: observer).backends(.running(marker + (id.map { " \($0) " } ?? ""))).count
+                try await PostgresActivityProbe(observer: observer).backends(
+                    .running(marker + (id.map { " \($0) " } ?? ""))
+                ).count
             }
             for id in 1...5 {
                 latest.update(id: id)

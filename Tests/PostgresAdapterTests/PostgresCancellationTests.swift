@@ -1,9 +1,10 @@
 import Foundation
-@testable import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
+
+@testable import PostgresAdapter
 
 /// The scenarios of shared/POSTGRES-SCENARIOS.md that apply, against a real server.
 @Suite struct PostgresCancellationTests {
@@ -112,7 +113,8 @@ import Testing
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(try await connection.query("SELECT 2").first?.decode(Int.self, at: 0) == 2)
-            let stopped = try await TestDatabase.waitUntilNotActive(try #require(connection.backendPID), observer: observer)
+            let stopped = try await TestDatabase.waitUntilNotActive(
+                try #require(connection.backendPID), observer: observer)
             #expect(stopped != nil)
         }
     }
@@ -207,7 +209,9 @@ import Testing
         connection.cancelCurrentQuery()
         connection.cancel()
         #expect(connection.isBroken)
-        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.code == .connection }
+        await #expect { try await connection.execute("SELECT 1") } throws: {
+            ($0 as? PostgresError)?.code == .connection
+        }
     }
 }
 
@@ -225,7 +229,9 @@ import Testing
             try await TestDatabase.waitUntilActive(try #require(connection.backendPID), observer: observer)
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
-            #expect(try await TestDatabase.waitUntilNotActive(try #require(connection.backendPID), observer: observer) != nil)
+            #expect(
+                try await TestDatabase.waitUntilNotActive(try #require(connection.backendPID), observer: observer)
+                    != nil)
             try await waitUntil("the fast path's outcome") {
                 connection.cancelStatistics.snapshot.fastPath + connection.cancelStatistics.snapshot.cancelRequests > 0
             }
@@ -238,7 +244,9 @@ import Testing
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...3_000)))
                 short.cancel()
                 _ = await short.result
-                do { _ = try await connection.query("SELECT 1") } catch let error as PostgresError where error.isQueryCanceled { stray += 1 }
+                do { _ = try await connection.query("SELECT 1") } catch let error as PostgresError
+                    where error.isQueryCanceled
+                { stray += 1 }
             }
             #expect(stray == 0)
             #expect(connection.cancelStatistics.snapshot.fastPath > 1)
@@ -251,8 +259,10 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         try await withResourceScope("weak", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            try await observer.execute("DO $$ BEGIN CREATE ROLE rk_weak LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
-            let weak = try await PostgresConnection.connect(conninfo.replacingOccurrences(of: "user=postgres", with: "user=rk_weak"), in: scope)
+            try await observer.execute(
+                "DO $$ BEGIN CREATE ROLE rk_weak LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+            let weak = try await PostgresConnection.connect(
+                conninfo.replacingOccurrences(of: "user=postgres", with: "user=rk_weak"), in: scope)
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             connection.useCancelChannel(PostgresCancelChannel(control: weak))
             let pid = try #require(connection.backendPID)
@@ -263,7 +273,9 @@ import Testing
             #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil, "the cancel was lost")
             try await waitUntil("the fallback") { connection.cancelStatistics.snapshot.cancelRequests > 0 }
             let statistics = connection.cancelStatistics.snapshot
-            #expect(statistics.fastPath == 0 && statistics.fastPathFellBack == 1 && statistics.cancelRequests == 1, "\(statistics)")
+            #expect(
+                statistics.fastPath == 0 && statistics.fastPathFellBack == 1 && statistics.cancelRequests == 1,
+                "\(statistics)")
             #expect(try await connection.query("SELECT 1").count == 1)
         }
     }
@@ -273,16 +285,21 @@ import Testing
         let registry = ResourceRegistry()
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 2, registry: registry)
         let marker = "rk-fast-path-\(UInt32.random(in: 0...UInt32.max))"
-        let task = Task { try await pool.withConnection { try await $0.execute("SELECT pg_sleep(20), $1::text", [marker]) } }
+        let task = Task {
+            try await pool.withConnection { try await $0.execute("SELECT pg_sleep(20), $1::text", [marker]) }
+        }
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            let running = try await PostgresActivityProbe(observer: observer).waitUntil(.active(.running("pg_sleep(20), $1")), within: .seconds(10))
+            let running = try await PostgresActivityProbe(observer: observer).waitUntil(
+                .active(.running("pg_sleep(20), $1")), within: .seconds(10))
             try #require(running != nil, "the query never ran")
         }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         // The task returned at once; the control statement reports its outcome just after.
-        try await waitUntil("the fast path's outcome") { pool.cancelStatistics.snapshot.fastPath + pool.cancelStatistics.snapshot.cancelRequests > 0 }
+        try await waitUntil("the fast path's outcome") {
+            pool.cancelStatistics.snapshot.fastPath + pool.cancelStatistics.snapshot.cancelRequests > 0
+        }
         #expect(pool.cancelStatistics.snapshot.fastPath == 1)
         #expect(pool.cancelStatistics.snapshot.cancelRequests == 0)
         let one = try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) }

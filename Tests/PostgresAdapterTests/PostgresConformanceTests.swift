@@ -1,7 +1,7 @@
 import PostgresAdapter
+import PostgresTestSupport
 import ResourceKit
 import ResourceKitTesting
-import PostgresTestSupport
 import TestSupport
 import Testing
 
@@ -18,7 +18,12 @@ import Testing
             let kit = AdapterConformance<PostgresConnection>(
                 "PostgresConnection",
                 make: { scope in
-                    let key = base + counter.withLock { $0 += 1; return $0 }
+                    let key =
+                        base
+                        + counter.withLock {
+                            $0 += 1
+                            return $0
+                        }
                     _ = try await holder.execute("SELECT pg_advisory_lock($1)", [key])
                     let connection = try await PostgresConnection.connect(conninfo, in: scope)
                     keys.withLock { $0[ObjectIdentifier(connection)] = key }

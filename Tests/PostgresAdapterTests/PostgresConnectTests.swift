@@ -1,9 +1,11 @@
+import Foundation
 import Glibc
-@testable import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
+
+@testable import PostgresAdapter
 
 @Suite struct PostgresConnectTests {
     /// Scenario 13: connecting to a server that accepts and never answers is cancelled promptly; the socket
@@ -14,7 +16,8 @@ import Testing
         let registry = ResourceRegistry()
         let task = Task {
             try await withResourceScope("connect", registry: registry) { scope in
-                try await PostgresConnection.connect("host=127.0.0.1 port=\(port) user=x connect_timeout=60 sslmode=disable", in: scope)
+                try await PostgresConnection.connect(
+                    "host=127.0.0.1 port=\(port) user=x connect_timeout=60 sslmode=disable", in: scope)
             }
         }
         try await waitUntil("connection registered") { registry.liveCount == 1 }
@@ -28,11 +31,15 @@ import Testing
     @Test func badConninfoIsTypedAndHidesThePassword() async throws {
         let registry = ResourceRegistry()
         try await withResourceScope("bad", registry: registry) { scope in
-            await #expect { try await PostgresConnection.connect("host=127.0.0.1 password=s3cret port", in: scope) } throws: { error in
+            await #expect {
+                try await PostgresConnection.connect("host=127.0.0.1 password=s3cret port", in: scope)
+            } throws: { error in
                 guard let error = error as? PostgresError else { return false }
                 return error.code == .invalidConfiguration && !error.description.contains("s3cret")
             }
-            await #expect { try await PostgresConnection.connect("postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=2", in: scope) } throws: { error in
+            await #expect {
+                try await PostgresConnection.connect("postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=2", in: scope)
+            } throws: { error in
                 guard let error = error as? PostgresError else { return false }
                 return error.code == .connection && !error.description.contains("s3cret")
             }
@@ -51,7 +58,8 @@ import Testing
             return
         }
         try await withResourceScope("url", registry: ResourceRegistry()) { scope in
-            let connection = try await PostgresConnection.connect("postgres://postgres@127.0.0.1:\(port)/postgres", in: scope)
+            let connection = try await PostgresConnection.connect(
+                "postgres://postgres@127.0.0.1:\(port)/postgres", in: scope)
             #expect((connection.backendPID ?? 0) > 0)
         }
     }
@@ -64,10 +72,11 @@ import Testing
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let id = UUID()
             let date = Date(timeIntervalSince1970: 1_700_000_000.123456)
-            let row = try #require(try await connection.query(
-                "SELECT $1::int8, $2::int4, $3::float8, $4::bool, $5::text, $6::bytea, $7::timestamptz, $8::uuid, $9::text AS nothing",
-                [Int(-42), Int32(7), 2.5, true, "héllo", PostgresBytes([0, 1, 255]), date, id, String?.none]
-            ).first)
+            let row = try #require(
+                try await connection.query(
+                    "SELECT $1::int8, $2::int4, $3::float8, $4::bool, $5::text, $6::bytea, $7::timestamptz, $8::uuid, $9::text AS nothing",
+                    [Int(-42), Int32(7), 2.5, true, "héllo", PostgresBytes([0, 1, 255]), date, id, String?.none]
+                ).first)
             #expect(try row.decode(Int.self, at: 0) == -42)
             #expect(try row.decode(Int32.self, at: 1) == 7)
             #expect(try row.decode(Double.self, at: 2) == 2.5)
@@ -142,5 +151,3 @@ import Testing
         await server.stop()
     }
 }
-
-import Foundation

@@ -1,8 +1,9 @@
-@testable import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
+
+@testable import PostgresAdapter
 
 @Suite(.serialized) struct PostgresStressTests {
     /// Must show (scenario 6): 2,000 iterations of (start a short query, cancel it at a random moment within
@@ -33,7 +34,9 @@ import Testing
             #expect(outcomes.followUp57014 == 0)
             #expect(outcomes.otherErrors == 0)
             #expect(outcomes.completed + outcomes.cancelled == 2_000)
-            print("late-cancel stress: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, \(outcomes.followUp57014) stray 57014, \(outcomes.otherErrors) other errors")
+            print(
+                "late-cancel stress: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, \(outcomes.followUp57014) stray 57014, \(outcomes.otherErrors) other errors"
+            )
         }
     }
 
@@ -79,7 +82,9 @@ import Testing
             // Healthy: every connection works again (cancelled queries drained first).
             let ones = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<8 {
-                    group.addTask { try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) } }
+                    group.addTask {
+                        try await pool.withConnection { try await $0.query("SELECT 1")[0].decode(Int.self, at: 0) }
+                    }
                 }
                 var sum = 0
                 for try await one in group { sum += one }

@@ -1,8 +1,8 @@
-import TestSupport
+public import EmbeddedPostgres
 import Foundation
 public import PostgresAdapter
-public import EmbeddedPostgres
 import ResourceKit
+import TestSupport
 
 /// The server the Postgres tests use: `RESOURCEKIT_TEST_POSTGRES` (a conninfo or URL) if set, else one
 /// embedded throwaway cluster per test process, stopped at exit. Never skipped: a missing server fails.
@@ -40,13 +40,18 @@ public enum TestDatabase {
     }
 
     /// Waits (polling the observer, bounded) until `pid` is no longer active; returns how long it took.
-    public static func waitUntilNotActive(_ pid: Int32, observer: PostgresConnection, within bound: Duration = .seconds(1)) async throws -> Duration? {
+    public static func waitUntilNotActive(
+        _ pid: Int32, observer: PostgresConnection, within bound: Duration = .seconds(1)
+    ) async throws -> Duration? {
         try await PostgresActivityProbe(observer: observer).waitUntil(.notActive(.pid(pid)), within: bound)
     }
 
     /// Waits until `pid` runs a query (so a cancel lands mid-query, not before it was sent).
     public static func waitUntilActive(_ pid: Int32, observer: PostgresConnection) async throws {
-        guard try await PostgresActivityProbe(observer: observer).waitUntil(.active(.pid(pid)), within: .seconds(10)) != nil else {
+        guard
+            try await PostgresActivityProbe(observer: observer).waitUntil(.active(.pid(pid)), within: .seconds(10))
+                != nil
+        else {
             throw PostgresError(.connection, "backend never became active")
         }
     }

@@ -1,24 +1,27 @@
 import Foundation
 import Glibc
 import PostgresAdapter
+import PostgresTestSupport
 import ResourceKit
 import SocketAdapter
-import PostgresTestSupport
 import TestSupport
 import Testing
 
 /// Bad input of every kind: a clear, typed error, no crash, nothing left in an unknown state.
 @Suite struct BadInputTests {
     @Test(arguments: [
-        "host=127.0.0.1 port", "= =", "host='unterminated", "postgres://", "postgres://u:secret@[::1", "postgresql://h:99999999/db",
-        "port=-1 host=127.0.0.1 connect_timeout=2", "host=/nonexistent/socket/dir connect_timeout=2", "\u{0}", String(repeating: "x", count: 100_000),
+        "host=127.0.0.1 port", "= =", "host='unterminated", "postgres://", "postgres://u:secret@[::1",
+        "postgresql://h:99999999/db",
+        "port=-1 host=127.0.0.1 connect_timeout=2", "host=/nonexistent/socket/dir connect_timeout=2", "\u{0}",
+        String(repeating: "x", count: 100_000),
     ])
     func malformedConninfoIsTypedAndHidesSecrets(conninfo: String) async throws {
         let registry = ResourceRegistry()
         try await withResourceScope("bad", registry: registry) { scope in
             await #expect { try await PostgresConnection.connect(conninfo, in: scope) } throws: { error in
                 guard let error = error as? PostgresError else { return false }
-                return [.invalidConfiguration, .connection].contains(error.code) && !error.description.contains("secret")
+                return [.invalidConfiguration, .connection].contains(error.code)
+                    && !error.description.contains("secret")
             }
         }
         #expect(registry.liveCount == 0)
@@ -49,7 +52,8 @@ import Testing
     @Test func serveSurvivesGarbageAndTheCLIRejectsUnknownFlags() async throws {
         let conninfo = try await TestDatabase.conninfo()
         let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo])
-        let port = try #require(Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
+        let port = try #require(
+            Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
         try await withResourceScope("garbage", registry: ResourceRegistry()) { scope in
             for round in 0..<ReliabilityLevel.iterations(short: 20, long: 500) {
                 let client = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)

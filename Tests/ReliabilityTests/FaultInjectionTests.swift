@@ -2,9 +2,9 @@ import FileAdapter
 import Foundation
 import Glibc
 import PostgresAdapter
+import PostgresTestSupport
 import ResourceKit
 import SocketAdapter
-import PostgresTestSupport
 import TestSupport
 import Testing
 
@@ -22,13 +22,16 @@ import Testing
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
             try await waitUntil("query running") { pool.openCount >= 1 }
-            let running = try await PostgresActivityProbe(observer: observer).waitUntil(.active(.running("SELECT pg_sleep(30)")), within: .seconds(10))
+            let running = try await PostgresActivityProbe(observer: observer).waitUntil(
+                .active(.running("SELECT pg_sleep(30)")), within: .seconds(10))
             try #require(running != nil, "the query never ran")
         }
         let killed = ContinuousClock.now
         try await server.killImmediately()
         await #expect { try await query.value } throws: { ($0 as? PostgresError)?.code == .connection }
-        #expect(ContinuousClock.now - killed < .seconds(1) + .seconds(2), "within 1 s of the server going away (plus pg_ctl's own time)")
+        #expect(
+            ContinuousClock.now - killed < .seconds(1) + .seconds(2),
+            "within 1 s of the server going away (plus pg_ctl's own time)")
 
         try await server.restart()
         let answer = try await pool.withConnection { try await $0.query("SELECT 42")[0].decode(Int.self, at: 0) }

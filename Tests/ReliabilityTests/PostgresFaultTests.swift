@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
-@testable import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
+
+@testable import PostgresAdapter
 
 @Suite struct PostgresFaultTests {
     /// Scenario 15: a frozen backend (SIGSTOP) while a cancel is sent: the task still returns at once; the
@@ -14,7 +15,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         try await withResourceScope("frozen", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .milliseconds(500))
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: scope, cancelTimeout: .milliseconds(500))
             let pid = try #require(connection.backendPID)
             let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
             try await TestDatabase.waitUntilActive(pid, observer: observer)
@@ -34,7 +36,8 @@ import Testing
         do {
             try await withResourceScope("deaf", registry: ResourceRegistry()) { scope in
                 let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
-                let connection = try await PostgresConnection.connect(server.conninfo, in: scope, cancelTimeout: .milliseconds(500))
+                let connection = try await PostgresConnection.connect(
+                    server.conninfo, in: scope, cancelTimeout: .milliseconds(500))
                 let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
                 try await TestDatabase.waitUntilActive(try #require(connection.backendPID), observer: observer)
                 #expect(kill(postmaster, SIGSTOP) == 0)
@@ -80,7 +83,9 @@ import Testing
             }
             #expect(one == 1)
             #expect(used != pid, "the next lessee was handed the connection whose cancel is stuck")
-            #expect(ContinuousClock.now - started < TimingBound.singleShot, "the next lessee waited for someone else's cancel")
+            #expect(
+                ContinuousClock.now - started < TimingBound.singleShot,
+                "the next lessee waited for someone else's cancel")
             kill(pid, SIGCONT)
         }
         await pool.shutdown()
@@ -90,13 +95,17 @@ import Testing
     /// The task cancelled while the server cannot act returns promptly (`TimingBound.singleShot`); the connection's next operation
     /// gives up after `cancelTimeout` (500 ms in these tests) with a connection error, and the connection is
     /// discarded.
-    static func expectCancelledThenDiscarded(_ task: Task<PostgresResult, any Error>, _ connection: PostgresConnection) async {
+    static func expectCancelledThenDiscarded(_ task: Task<PostgresResult, any Error>, _ connection: PostgresConnection)
+        async
+    {
         let cancelled = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
         let started = ContinuousClock.now
-        await #expect { try await connection.execute("SELECT 1") } throws: { ($0 as? PostgresError)?.code == .connection }
+        await #expect { try await connection.execute("SELECT 1") } throws: {
+            ($0 as? PostgresError)?.code == .connection
+        }
         let waited = ContinuousClock.now - started
         #expect(waited >= .milliseconds(400) && waited < .seconds(3), "gave up after \(waited)")
         #expect(connection.isBroken)

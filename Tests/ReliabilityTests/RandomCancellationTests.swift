@@ -1,10 +1,10 @@
 import Foundation
 import Glibc
 import PostgresAdapter
-import ResourceKit
-import SocketAdapter
 import PostgresTestSupport
+import ResourceKit
 import ResourceKitTesting
+import SocketAdapter
 import TestSupport
 import Testing
 
@@ -21,7 +21,8 @@ import Testing
             _ = IOReactor.shared.waitingDescriptorCount  // the shared reactor's own descriptors are not a leak
             let descriptorsBefore = DescriptorLedger.now().resourceCount
             let application = "rk-reliability-\(getpid())"
-            let pool = try PostgresPool(conninfo: conninfo + " application_name=\(application)", maxConnections: 8, registry: registry)
+            let pool = try PostgresPool(
+                conninfo: conninfo + " application_name=\(application)", maxConnections: 8, registry: registry)
             let counts = Locked(ReliabilityCounts())
             await withTaskGroup(of: Void.self) { group in
                 for worker in 0..<8 {
@@ -60,7 +61,8 @@ import Testing
             if ReliabilityLevel.isLong { #expect(descriptorsAfter <= descriptorsBefore) }
             try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
                 let observer = try await PostgresConnection.connect(conninfo, in: scope)
-                let gone = try await PostgresActivityProbe(observer: observer).waitUntil(.gone(.application(application)), within: .seconds(5))
+                let gone = try await PostgresActivityProbe(observer: observer).waitUntil(
+                    .gone(.application(application)), within: .seconds(5))
                 #expect(gone != nil, "backends left behind")
             }
         }
@@ -71,7 +73,8 @@ import Testing
         let ports = try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             return try await observer.query(  // the probe answers pids; this asks the same view for ports
-                "SELECT client_port FROM pg_stat_activity WHERE application_name = $1 AND client_port > 0", [application]
+                "SELECT client_port FROM pg_stat_activity WHERE application_name = $1 AND client_port > 0",
+                [application]
             ).map { try $0.decode(Int.self, at: 0) }
         }
         return DescriptorLedger.socketInodes(localPorts: Set(ports))
@@ -79,7 +82,9 @@ import Testing
 
     static func oneQuery(_ iteration: Int, pool: PostgresPool, counts: Locked<ReliabilityCounts>) async {
         let mode = iteration % 3
-        let task = Task { try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.001), $1::int", [iteration]) } }
+        let task = Task {
+            try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.001), $1::int", [iteration]) }
+        }
         switch mode {
         case 0: task.cancel()  // usually before the query was sent
         case 1:
@@ -112,7 +117,9 @@ import Testing
             let registry = ResourceRegistry()
             _ = IOReactor.shared.waitingDescriptorCount  // the shared reactor's own descriptors are not a leak
             let descriptorsBefore = DescriptorLedger.now().resourceCount
-            var completed = 0, cancelled = 0, other = 0
+            var completed = 0
+            var cancelled = 0
+            var other = 0
             try await withResourceScope("sockets", registry: registry) { scope in
                 let listener = try await SocketListener.bind(in: scope)
                 var pairs: [(SocketConnection, SocketConnection)] = []
@@ -134,8 +141,12 @@ import Testing
                     let task = Task { try await client.read(upTo: 16) }
                     switch Int.random(in: 0..<4) {
                     case 0: task.cancel()
-                    case 1: await Task.yield(); task.cancel()
-                    case 2: try await server.write([1]); task.cancel()
+                    case 1:
+                        await Task.yield()
+                        task.cancel()
+                    case 2:
+                        try await server.write([1])
+                        task.cancel()
                     default: try await server.write([1])
                     }
                     switch await task.result {

@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
 import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
 
@@ -27,7 +27,8 @@ import Testing
         try await withResourceScope("notify", registry: ResourceRegistry()) { scope in
             let sender = try await PostgresConnection.connect(conninfo, in: scope)
             // The listener is ready once the server shows a session listening on the channel.
-            let listening = try await PostgresActivityProbe(observer: sender).waitUntil(.present(.running("LISTEN \"\(channel)\"")), within: .seconds(20))
+            let listening = try await PostgresActivityProbe(observer: sender).waitUntil(
+                .present(.running("LISTEN \"\(channel)\"")), within: .seconds(20))
             try #require(listening != nil, "the listener never ran LISTEN")
             try await sender.execute("SELECT pg_notify($1, 'first'), pg_notify($1, 'second')", [channel])
         }

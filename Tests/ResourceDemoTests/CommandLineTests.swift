@@ -63,12 +63,16 @@ import Testing
 
     @Test func socketRefusedFailsAndSilentPeerIsCancelled() async throws {
         let refusing = LoopbackPort()  // bound, not listening: connections are refused
-        let (refusedStatus, refused) = try await DemoProcess.run(["socket", "--connect", "127.0.0.1:\(refusing.port)", "--json"])
+        let (refusedStatus, refused) = try await DemoProcess.run([
+            "socket", "--connect", "127.0.0.1:\(refusing.port)", "--json",
+        ])
         #expect(refusedStatus == 1)
         #expect(refused.jsonLines.first?["outcome"] as? String == "failed")
 
         let silent = LoopbackPort(listen: 16)
-        let (status, process) = try await DemoProcess.run(["socket", "--connect", "127.0.0.1:\(silent.port)", "--cancel-after", "100ms", "--json"])
+        let (status, process) = try await DemoProcess.run([
+            "socket", "--connect", "127.0.0.1:\(silent.port)", "--cancel-after", "100ms", "--json",
+        ])
         #expect(status == 0)
         #expect(process.jsonLines.first?["outcome"] as? String == "cancelled")
     }

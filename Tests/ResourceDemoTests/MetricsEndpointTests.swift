@@ -1,9 +1,9 @@
 import Foundation
 import Glibc
 import PostgresAdapter
+import PostgresTestSupport
 import ResourceKit
 import SocketAdapter
-import PostgresTestSupport
 import TestSupport
 import Testing
 
@@ -38,7 +38,10 @@ import Testing
 
     /// Waits until a session of that serve process runs a query (its `SLEEP` reached the server).
     static func waitUntilServeQueries(_ application: String, observer: PostgresConnection) async throws {
-        guard try await PostgresActivityProbe(observer: observer).waitUntil(.active(.running("pg_sleep", application: application)), within: .seconds(20)) != nil else {
+        guard
+            try await PostgresActivityProbe(observer: observer).waitUntil(
+                .active(.running("pg_sleep", application: application)), within: .seconds(20)) != nil
+        else {
             throw ConditionNeverHeld(description: "the SLEEP never reached the server")
         }
     }

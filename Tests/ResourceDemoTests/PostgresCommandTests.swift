@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
 import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
 
@@ -10,7 +10,9 @@ import Testing
 @Suite struct PostgresCommandTests {
     @Test func pgCancelledByCancelAfterExitsZeroAndTheBackendIsIdle() async throws {
         let conninfo = try await TestDatabase.conninfo()
-        let (status, process) = try await DemoProcess.run(["pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "300ms", "--postgres", conninfo, "--json"])
+        let (status, process) = try await DemoProcess.run([
+            "pg", "--sql", "SELECT pg_sleep(30)", "--cancel-after", "300ms", "--postgres", conninfo, "--json",
+        ])
         #expect(status == 0, "stderr: \(process.standardError)")
         let line = try #require(process.jsonLines.first)
         #expect(line["outcome"] as? String == "cancelled")
@@ -24,7 +26,9 @@ import Testing
         let (status, process) = try await DemoProcess.run(["pg", "--sql", "SELECT 41 + 1", "--postgres", conninfo])
         #expect(status == 0)
         #expect(process.standardOutput.hasPrefix("42\n"))
-        let (failedStatus, failed) = try await DemoProcess.run(["pg", "--sql", "SELEKT 1", "--postgres", conninfo, "--json"])
+        let (failedStatus, failed) = try await DemoProcess.run([
+            "pg", "--sql", "SELEKT 1", "--postgres", conninfo, "--json",
+        ])
         #expect(failedStatus == 1)
         #expect(failed.jsonLines.first?["outcome"] as? String == "failed")
     }
@@ -33,7 +37,9 @@ import Testing
     @Test func sigintDuringPgExits130AndTheQueryIsGone() async throws {
         let conninfo = try await TestDatabase.conninfo()
         let marker = "rk-sigint-\(UInt32.random(in: 0...UInt32.max))"
-        let process = try DemoProcess(["pg", "--sql", "SELECT pg_sleep(30) /* \(marker) */", "--postgres", conninfo, "--json"])
+        let process = try DemoProcess([
+            "pg", "--sql", "SELECT pg_sleep(30) /* \(marker) */", "--postgres", conninfo, "--json",
+        ])
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             let pid = try await Self.activeBackend(running: marker, observer: observer)
@@ -45,7 +51,9 @@ import Testing
 
     @Test func latestWithDebounceReachesTheServerOnce() async throws {
         let conninfo = try await TestDatabase.conninfo()
-        let (status, process) = try await DemoProcess.run(["latest", "--ids", "a,ab,abc", "--debounce", "300ms", "--postgres", conninfo, "--json"])
+        let (status, process) = try await DemoProcess.run([
+            "latest", "--ids", "a,ab,abc", "--debounce", "300ms", "--postgres", conninfo, "--json",
+        ])
         #expect(status == 0, "stderr: \(process.standardError)")
         let summary = try #require(process.jsonLines.last)
         #expect(summary["committed"] as? String == "abc")
@@ -70,17 +78,22 @@ import Testing
 @Suite struct EmbeddedClusterCommandTests {
     @Test func sigtermStopsTheEmbeddedClusterBeforeExit() async throws {
         try await exclusively {
-            let before = Set(try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter { $0.hasPrefix("resourcekit-pg-") })
+            let before = Set(
+                try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter { $0.hasPrefix("resourcekit-pg-") })
             let process = try DemoProcess(["pg", "--sql", "SELECT pg_sleep(30)"])
             // The cluster's postmaster, once it is up.
             var postmaster: pid_t = 0
             var directory = ""
             let start = ContinuousClock.now
             while postmaster == 0, ContinuousClock.now - start < .seconds(60) {
-                let now = Set(try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter { $0.hasPrefix("resourcekit-pg-") })
+                let now = Set(
+                    try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter {
+                        $0.hasPrefix("resourcekit-pg-")
+                    })
                 if let new = now.subtracting(before).first,
-                   let pidFile = try? String(contentsOfFile: "/tmp/\(new)/data/postmaster.pid", encoding: .utf8),
-                   let pid = pid_t(pidFile.split(separator: "\n").first ?? ""), pid > 0 {  // initdb writes a negative pid
+                    let pidFile = try? String(contentsOfFile: "/tmp/\(new)/data/postmaster.pid", encoding: .utf8),
+                    let pid = pid_t(pidFile.split(separator: "\n").first ?? ""), pid > 0
+                {  // initdb writes a negative pid
                     (postmaster, directory) = (pid, "/tmp/\(new)")
                 } else {
                     try await Task.sleep(for: .milliseconds(20))
@@ -90,7 +103,9 @@ import Testing
             process.signal(SIGTERM)
             #expect(try await process.exitStatus() == 143)
             // pg_ctl stop returns once the pid file is gone; the process itself ends a moment later.
-            try await waitUntil("the postmaster is gone", timeout: .seconds(5)) { kill(postmaster, 0) == -1 && errno == ESRCH }
+            try await waitUntil("the postmaster is gone", timeout: .seconds(5)) {
+                kill(postmaster, 0) == -1 && errno == ESRCH
+            }
             #expect(!FileManager.default.fileExists(atPath: directory), "the cluster's directory is removed")
         }
     }

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
 

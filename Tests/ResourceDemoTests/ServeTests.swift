@@ -1,9 +1,9 @@
 import Foundation
 import Glibc
 import PostgresAdapter
+import PostgresTestSupport
 import ResourceKit
 import SocketAdapter
-import PostgresTestSupport
 import TestSupport
 import Testing
 
@@ -13,7 +13,10 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         // Its sessions carry their own application name: other tests run `serve` against the same server.
         let application = "rk-serve-\(UInt32.random(in: 0...UInt32.max))"
-        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)", "--pool", "2"])
+        let server = try DemoProcess([
+            "serve", "--listen", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)", "--pool",
+            "2",
+        ])
         let listening = try await server.line(containing: "listening on ")
         let port = try #require(Int(listening.split(separator: ":").last ?? ""))
 
@@ -60,8 +63,11 @@ import Testing
 
     @Test func connectionLimitRefusesExtras() async throws {
         let conninfo = try await TestDatabase.conninfo()
-        let server = try DemoProcess(["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo, "--max-connections", "1"])
-        let port = try #require(Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
+        let server = try DemoProcess([
+            "serve", "--listen", "127.0.0.1:0", "--postgres", conninfo, "--max-connections", "1",
+        ])
+        let port = try #require(
+            Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
         try await withResourceScope("clients", registry: ResourceRegistry()) { scope in
             let first = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
             try await first.write("PING\n")

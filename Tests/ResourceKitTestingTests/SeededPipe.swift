@@ -67,7 +67,9 @@ final class SeededPipe: ManagedResource {
             return
         }
         do {
-            _ = try await descriptor.readSome(upTo: 1, boundTo: handle.withLock { $0 }) { SystemError("read", errno: $0) }
+            _ = try await descriptor.readSome(upTo: 1, boundTo: handle.withLock { $0 }) {
+                SystemError("read", errno: $0)
+            }
         } catch is CancellationError where bug == .untranslatedCancellation {
             throw Interrupted()
         }
@@ -78,13 +80,19 @@ final class SeededPipe: ManagedResource {
         var byte: UInt8 = 1
         _ = write(writeFD, &byte, 1)
         if bug == .lostCancelBeforeStart {
-            let continuation = parked.withLock { slot in defer { slot = nil }; return slot }
+            let continuation = parked.withLock { slot in
+                defer { slot = nil }
+                return slot
+            }
             continuation?.resume()
         }
     }
 
     private func resumeParked(throwing error: any Error) {
-        let continuation = parked.withLock { slot in defer { slot = nil }; return slot }
+        let continuation = parked.withLock { slot in
+            defer { slot = nil }
+            return slot
+        }
         continuation?.resume(throwing: error)
     }
 

@@ -1,8 +1,9 @@
-import TestSupport
 import Foundation
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
+
 @testable import ResourceKit
 
 @Suite struct BlockingPoolTests {
@@ -19,13 +20,19 @@ import Testing
             let pool = BlockingPool(threadCount: 1, name: "test.pool.cancel")
             defer { pool.shutdown() }
             let gate = try PipeResource()
-            defer { Syscall.close(gate.readFD); Syscall.close(gate.writeFD) }
+            defer {
+                Syscall.close(gate.readFD)
+                Syscall.close(gate.writeFD)
+            }
             let blockerStarted = Atomic<Bool>(false)
             let hookRan = Atomic<Bool>(false)
             let readFD = gate.readFD
             // Occupies the only thread with a truly blocking call until the hook opens the gate.
             let blocker = Task {
-                try await pool.run(onCancel: { _ in hookRan.store(true, ordering: .relaxed); gate.writeByte() }) {
+                try await pool.run(onCancel: { _ in
+                    hookRan.store(true, ordering: .relaxed)
+                    gate.writeByte()
+                }) {
                     blockerStarted.store(true, ordering: .relaxed)
                     var pfd = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
                     _ = poll(&pfd, 1, 10_000)
@@ -53,7 +60,10 @@ import Testing
     @Test func fullQueueAndShutdownGiveTypedErrors() async throws {
         let pool = BlockingPool(threadCount: 1, queueLimit: 1, name: "test.pool.full")
         let gate = try PipeResource()
-        defer { Syscall.close(gate.readFD); Syscall.close(gate.writeFD) }
+        defer {
+            Syscall.close(gate.readFD)
+            Syscall.close(gate.writeFD)
+        }
         let readFD = gate.readFD
         let started = Atomic<Bool>(false)
         let blocker = Task {
@@ -79,7 +89,8 @@ import Testing
         let log = CloseLog()
         let ran = Atomic<Bool>(false)
         try await withResourceScope("pool", registry: registry) { scope in
-            let handle = try await scope.register(RecordingResource("r", log: log), kind: ResourceKind(name: "test.r"), label: "r")
+            let handle = try await scope.register(
+                RecordingResource("r", log: log), kind: ResourceKind(name: "test.r"), label: "r")
             handle.cancel()
             await #expect(throws: CancellationError.self) {
                 try await BlockingPool.shared.run(boundTo: handle) { ran.store(true, ordering: .relaxed) }

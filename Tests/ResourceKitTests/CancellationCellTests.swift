@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import Testing
+
 @testable import ResourceKit
 
 /// The cell through real threads.
@@ -60,7 +61,8 @@ import Testing
         await #expect(throws: DeadlineExceededError.self) {
             try await cell.run(deadline: .now + .milliseconds(20)) { _ in }
         }
-        if case .deadlineExceeded = cell.cancellationReason {} else {
+        if case .deadlineExceeded = cell.cancellationReason {
+        } else {
             Issue.record("reason should be the deadline")
         }
     }

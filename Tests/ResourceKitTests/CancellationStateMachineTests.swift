@@ -1,4 +1,5 @@
 import Testing
+
 @testable import ResourceKit
 
 /// The state machine as a pure value: every event in every state.
@@ -8,24 +9,45 @@ import Testing
 
     @Test func completesNormally() {
         var m = Machine()
-        guard case .start = m.suspend(1) else { Issue.record("expected start"); return }
-        guard case .none = m.startReturned() else { Issue.record("expected none"); return }
-        guard case .resume(let w) = m.complete() else { Issue.record("expected resume"); return }
+        guard case .start = m.suspend(1) else {
+            Issue.record("expected start")
+            return
+        }
+        guard case .none = m.startReturned() else {
+            Issue.record("expected none")
+            return
+        }
+        guard case .resume(let w) = m.complete() else {
+            Issue.record("expected resume")
+            return
+        }
         #expect(w == 1)
         // Late cancel after completion: nothing.
-        guard case .none = m.cancel(.cancelled) else { Issue.record("late cancel acted"); return }
+        guard case .none = m.cancel(.cancelled) else {
+            Issue.record("late cancel acted")
+            return
+        }
         #expect(m.cancellationReason == nil)
         #expect(m.isResolved)
     }
 
     @Test func cancelBeforeStartNeverStarts() {
         var m = Machine()
-        guard case .none = m.cancel(.cancelled) else { Issue.record("cancel before start acted"); return }
-        guard case .resumeCancelled(let w, let reason) = m.suspend(7) else { Issue.record("expected resumeCancelled"); return }
+        guard case .none = m.cancel(.cancelled) else {
+            Issue.record("cancel before start acted")
+            return
+        }
+        guard case .resumeCancelled(let w, let reason) = m.suspend(7) else {
+            Issue.record("expected resumeCancelled")
+            return
+        }
         #expect(w == 7)
         #expect(reason == .cancelled)
         // A late result is dropped.
-        guard case .none = m.complete() else { Issue.record("late result delivered"); return }
+        guard case .none = m.complete() else {
+            Issue.record("late result delivered")
+            return
+        }
     }
 
     @Test func cancelWhileRunningResumesOnceAndRunsHook() {
@@ -33,33 +55,55 @@ import Testing
         _ = m.suspend(3)
         _ = m.startReturned()
         guard case .resumeCancelled(let w, let reason, let runHook) = m.cancel(.deadlineExceeded(deadline)) else {
-            Issue.record("expected resumeCancelled"); return
+            Issue.record("expected resumeCancelled")
+            return
         }
         #expect(w == 3)
         #expect(reason == .deadlineExceeded(deadline))
         #expect(runHook)
-        guard case .none = m.cancel(.cancelled) else { Issue.record("second cancel acted"); return }
-        guard case .none = m.complete() else { Issue.record("result after cancel delivered"); return }
+        guard case .none = m.cancel(.cancelled) else {
+            Issue.record("second cancel acted")
+            return
+        }
+        guard case .none = m.complete() else {
+            Issue.record("result after cancel delivered")
+            return
+        }
         #expect(m.cancellationReason == .deadlineExceeded(deadline))
     }
 
     @Test func cancelWhileStartingDefersHookUntilStartReturns() {
         var m = Machine()
         _ = m.suspend(4)
-        guard case .resumeCancelled(let w, _, let runHook) = m.cancel(.cancelled) else { Issue.record("expected resume"); return }
+        guard case .resumeCancelled(let w, _, let runHook) = m.cancel(.cancelled) else {
+            Issue.record("expected resume")
+            return
+        }
         #expect(w == 4)
         #expect(!runHook)
-        guard case .runHook(let reason) = m.startReturned() else { Issue.record("expected runHook"); return }
+        guard case .runHook(let reason) = m.startReturned() else {
+            Issue.record("expected runHook")
+            return
+        }
         #expect(reason == .cancelled)
     }
 
     @Test func completeWhileStartingThenCancelIsIgnored() {
         var m = Machine()
         _ = m.suspend(5)
-        guard case .resume(let w) = m.complete() else { Issue.record("expected resume"); return }
+        guard case .resume(let w) = m.complete() else {
+            Issue.record("expected resume")
+            return
+        }
         #expect(w == 5)
-        guard case .none = m.cancel(.cancelled) else { Issue.record("cancel after completion acted"); return }
-        guard case .none = m.startReturned() else { Issue.record("expected none"); return }
+        guard case .none = m.cancel(.cancelled) else {
+            Issue.record("cancel after completion acted")
+            return
+        }
+        guard case .none = m.startReturned() else {
+            Issue.record("expected none")
+            return
+        }
         #expect(m.cancellationReason == nil)
     }
 
@@ -67,8 +111,14 @@ import Testing
         var m = Machine()
         _ = m.suspend(6)
         _ = m.startReturned()
-        guard case .resume = m.complete() else { Issue.record("expected resume"); return }
-        guard case .none = m.complete() else { Issue.record("second completion delivered"); return }
+        guard case .resume = m.complete() else {
+            Issue.record("expected resume")
+            return
+        }
+        guard case .none = m.complete() else {
+            Issue.record("second completion delivered")
+            return
+        }
     }
 
     @Test func reasonErrorsAreDistinct() {

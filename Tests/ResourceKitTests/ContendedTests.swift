@@ -1,9 +1,10 @@
 import CSystemShims
 import Dispatch
-import Synchronization
-import Testing
 import ResourceKitTesting
+import Synchronization
 import TestSupport
+import Testing
+
 @testable import ResourceKit
 
 /// Must show: 10,000 iterations of a scope with a real pipe resource, cancelled from other threads at a random
@@ -66,8 +67,12 @@ import TestSupport
             #expect(counters?.acquired == counters?.closed)
             // Other suites run in parallel and open descriptors of their own; ours are all gone (above), so the
             // total can only exceed the baseline by what they hold at this instant.
-            #expect(DescriptorLedger.now().count <= baseline + 64, "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
-            print("scope race: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, p50 cancel latency \(counters?.cancellationLatency.p50.map { "\($0)" } ?? "-")")
+            #expect(
+                DescriptorLedger.now().count <= baseline + 64,
+                "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
+            print(
+                "scope race: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, p50 cancel latency \(counters?.cancellationLatency.p50.map { "\($0)" } ?? "-")"
+            )
         }
     }
 
@@ -149,7 +154,9 @@ import TestSupport
             #expect(reactor.waitingDescriptorCount == 0)
             #expect(elapsed < .seconds(5), "10,000 cancellations took \(elapsed)")
             for fd in fds { Syscall.close(fd) }
-            #expect(DescriptorLedger.now().count <= baseline + 64, "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
+            #expect(
+                DescriptorLedger.now().count <= baseline + 64,
+                "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
         }
     }
 
@@ -198,7 +205,8 @@ import TestSupport
             completer.sync {}
             var hooksRun = 0
             for probe in probes {
-                let expected = probe.cancelled.load(ordering: .relaxed) && probe.started.load(ordering: .relaxed) ? 1 : 0
+                let expected =
+                    probe.cancelled.load(ordering: .relaxed) && probe.started.load(ordering: .relaxed) ? 1 : 0
                 let hooks = probe.hooks.load(ordering: .relaxed)
                 hooksRun += hooks
                 if hooks != expected {

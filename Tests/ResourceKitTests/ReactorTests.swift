@@ -1,8 +1,9 @@
-import TestSupport
 import CSystemShims
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
+
 @testable import ResourceKit
 
 /// The reactor with real pipes, files and eventfds.

@@ -1,6 +1,7 @@
 import CSystemShims
 import Glibc
 import Testing
+
 @testable import ResourceKit
 
 /// The reactor's descriptor table as a value, with a fake kernel that performs the calls the table returns.
@@ -47,7 +48,9 @@ import Testing
         }
 
         /// `add` plus the calls it asks for.
-        func add(_ table: inout Table, fd: Int32, _ interest: IOInterest, id: UInt64, waiter: Int) -> [(Int, ResourceKitError.Code)] {
+        func add(_ table: inout Table, fd: Int32, _ interest: IOInterest, id: UInt64, waiter: Int) -> [(
+            Int, ResourceKitError.Code
+        )] {
             let (request, failures) = table.add(fd: fd, interest: interest, id: id, waiter: waiter)
             return failures.map { ($0.waiter, $0.error.code) } + perform(request, on: &table)
         }

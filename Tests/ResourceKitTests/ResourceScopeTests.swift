@@ -1,7 +1,8 @@
-import Synchronization
-import Testing
 import ResourceKitTesting
+import Synchronization
 import TestSupport
+import Testing
+
 @testable import ResourceKit
 
 /// Scopes: ordering, exactly-once close, propagation, level-triggered cancellation, bad input.
@@ -168,8 +169,14 @@ import TestSupport
         let log = CloseLog()
         let r = RecordingResource("r", log: log)
         let handle = try registry.register(r, kind: kind, label: "r")
-        guard case .closed = await handle.close() else { Issue.record("first close should close"); return }
-        guard case .alreadyClosed = await handle.close() else { Issue.record("second close should be a no-op"); return }
+        guard case .closed = await handle.close() else {
+            Issue.record("first close should close")
+            return
+        }
+        guard case .alreadyClosed = await handle.close() else {
+            Issue.record("second close should be a no-op")
+            return
+        }
         handle.cancel()
         #expect(log.all == ["close r"])
         #expect(!handle.isCancelled)
@@ -201,7 +208,8 @@ import TestSupport
         let log = CloseLog()
         let started = ContinuousClock.now
         try await withResourceScope("hanging", registry: registry) { scope in
-            try await scope.register(RecordingResource("stuck", log: log, behaviour: .hanging), kind: hangingKind, label: "stuck")
+            try await scope.register(
+                RecordingResource("stuck", log: log, behaviour: .hanging), kind: hangingKind, label: "stuck")
         }
         let elapsed = ContinuousClock.now - started
         #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(2))

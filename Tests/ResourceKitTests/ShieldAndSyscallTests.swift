@@ -1,9 +1,11 @@
+import Synchronization
+import Testing
+
+@testable import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import ResourceKit
-import Synchronization
-import Testing
 
 /// The one cancellation shield and the inline close.
 @Suite struct ShieldTests {
@@ -76,7 +78,8 @@ import Testing
 
     @Test func aThrowingSynchronousCloseIsReportedAndCountsAsClosed() async throws {
         let registry = ResourceRegistry()
-        let handle = try registry.register(InlineResource(fails: true), kind: ResourceKind(name: "test.inline"), label: "inline")
+        let handle = try registry.register(
+            InlineResource(fails: true), kind: ResourceKind(name: "test.inline"), label: "inline")
         guard case .failed = await handle.close() else {
             Issue.record("expected .failed")
             return
@@ -120,7 +123,9 @@ import Testing
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         #expect(bound == 0)
         #expect(listen(fd, 1) == 0)

@@ -1,8 +1,8 @@
 import CSystemShims
 import Glibc
 import ResourceKit
-import SocketAdapter
 import ResourceKitTesting
+import SocketAdapter
 import TestSupport
 import Testing
 
@@ -80,8 +80,9 @@ import Testing
                 var full = false
                 for _ in 0..<8 {
                     do {
-                        fillers.append(try await SocketConnection.connect(
-                            host: "127.0.0.1", port: listener.port, in: scope, deadline: .now + .milliseconds(300)))
+                        fillers.append(
+                            try await SocketConnection.connect(
+                                host: "127.0.0.1", port: listener.port, in: scope, deadline: .now + .milliseconds(300)))
                     } catch is DeadlineExceededError {
                         full = true
                         break
@@ -89,7 +90,8 @@ import Testing
                 }
                 try #require(full, "the accept queue never filled up")
                 let pending: Task<SocketConnection, any Error>? = Task {
-                    try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+                    try await SocketConnection.connect(
+                        host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
                 }
                 let attempt = try #require(pending)
                 try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
@@ -112,7 +114,8 @@ import Testing
             let acceptor = Task { try await listener.accept(in: server) }
             await #expect(throws: DeadlineExceededError.self) {
                 try await withResourceScope("client", deadline: .now + .milliseconds(60)) { scope in
-                    let connection = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope)
+                    let connection = try await SocketConnection.connect(
+                        host: "127.0.0.1", port: listener.port, in: scope)
                     inode = try #require(Self.socketInode(connection))
                     _ = try await connection.read(upTo: 16)
                 }

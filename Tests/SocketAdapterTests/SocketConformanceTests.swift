@@ -10,7 +10,9 @@ import Testing
     /// The far end of each connection the kit makes, so that `completeOperation` can write to it.
     final class Peers: Sendable {
         private let ends = Locked<[ObjectIdentifier: Int32]>([:])
-        func add(_ connection: SocketConnection, _ fd: Int32) { ends.withLock { $0[ObjectIdentifier(connection)] = fd } }
+        func add(_ connection: SocketConnection, _ fd: Int32) {
+            ends.withLock { $0[ObjectIdentifier(connection)] = fd }
+        }
         func end(of connection: SocketConnection) -> Int32? { ends.withLock { $0[ObjectIdentifier(connection)] } }
         func closeAll() { for fd in ends.withLock({ Array($0.values) }) { close(fd) } }
     }

@@ -37,9 +37,11 @@ import Testing
         let refusing = LoopbackPort()
         let port = refusing.port
         let registry = ResourceRegistry()
-        await #expect { try await withResourceScope("refused", registry: registry) { scope in
-            _ = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
-        } } throws: { ($0 as? SocketError)?.code == .connectionRefused }
+        await #expect {
+            try await withResourceScope("refused", registry: registry) { scope in
+                _ = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
+            }
+        } throws: { ($0 as? SocketError)?.code == .connectionRefused }
         #expect(registry.liveCount == 0)
     }
 
@@ -91,7 +93,8 @@ import Testing
             let listener = try await SocketListener.bind(in: server)
             let writer = Task {
                 try await withResourceScope("client") { scope in
-                    let client = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+                    let client = try await SocketConnection.connect(
+                        host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
                     try await client.write(Array(repeating: UInt8(0), count: 64 * 1024 * 1024))
                 }
             }

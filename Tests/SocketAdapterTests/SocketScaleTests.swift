@@ -26,7 +26,8 @@ import Testing
                             let batch = try await withThrowingTaskGroup(of: SocketConnection.self) { connecting in
                                 for _ in wave..<min(wave + 500, count) {
                                     connecting.addTask {
-                                        try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope, reactor: reactor)
+                                        try await SocketConnection.connect(
+                                            host: "127.0.0.1", port: port, in: scope, reactor: reactor)
                                     }
                                 }
                                 var batch: [SocketConnection] = []
@@ -60,7 +61,9 @@ import Testing
             #expect(cancelled == count)
             #expect(registry.liveCount == 0)
             #expect(reactor.waitingDescriptorCount == 0)
-            #expect(DescriptorLedger.now().count <= baseline + 64, "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
+            #expect(
+                DescriptorLedger.now().count <= baseline + 64,
+                "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
             print("socket scale: \(count) blocked reads cancelled and closed in \(elapsed)")
         }
     }

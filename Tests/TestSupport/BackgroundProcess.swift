@@ -52,7 +52,7 @@ public final class BackgroundProcess: Sendable {
     }
 
     /// Sends `signal` and waits (on the blocking pool) until the process exited. Idempotent.
-    public func stop(signal: Int32 = 15 /* SIGTERM */) async {
+    public func stop(signal: Int32 = 15) async {  // 15: SIGTERM
         let pid = pid
         let first = reaped.withLock { reaped -> Bool in
             defer { reaped = true }

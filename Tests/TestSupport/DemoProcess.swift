@@ -69,7 +69,8 @@ public final class DemoProcess: Sendable {
             try await exited.wait(deadline: .now + timeout)
         } catch {
             kill(pid, SIGKILL)
-            throw ConditionNeverHeld(description: "resource-demo did not exit within \(timeout); stderr: \(standardError)")
+            throw ConditionNeverHeld(
+                description: "resource-demo did not exit within \(timeout); stderr: \(standardError)")
         }
         return status.withLock { $0 } ?? -1
     }
@@ -78,16 +79,21 @@ public final class DemoProcess: Sendable {
     public func line(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while true {
-            if let line = standardOutput.split(separator: "\n").first(where: { $0.contains(text) }) { return String(line) }
+            if let line = standardOutput.split(separator: "\n").first(where: { $0.contains(text) }) {
+                return String(line)
+            }
             if exited.isSet || ContinuousClock.now > deadline {
-                throw ConditionNeverHeld(description: "no line containing '\(text)'; stdout: \(standardOutput) stderr: \(standardError)")
+                throw ConditionNeverHeld(
+                    description: "no line containing '\(text)'; stdout: \(standardOutput) stderr: \(standardError)")
             }
             try await Task.sleep(for: .milliseconds(10))
         }
     }
 
     /// Runs the demo to its end.
-    public static func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32, process: DemoProcess) {
+    public static func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (
+        status: Int32, process: DemoProcess
+    ) {
         let process = try DemoProcess(arguments)
         return (try await process.exitStatus(timeout: timeout), process)
     }

@@ -1,4 +1,3 @@
-
 /// What `pg_stat_activity` says, seen from an observer connection: is server-side work still running? The
 /// one probe of the package (the demo, the benchmark, the tests, an adapter kit's "external work stopped"
 /// check). Every wait polls with a pause between queries and ends within a bound.
@@ -52,20 +51,24 @@ public struct PostgresActivityProbe: Sendable {
     ///
     /// Cancellation: as ``PostgresConnection/query(_:_:)`` on the observer.
     public func state(of pid: Int32) async throws -> String? {
-        try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(String?.self, at: 0)
+        try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(
+            String?.self, at: 0)
     }
 
     /// The process ids of the matching backends (only the active ones unless `activeOnly` is `false`).
     ///
     /// Cancellation: as ``PostgresConnection/query(_:_:)`` on the observer.
     public func backends(_ which: Backends, activeOnly: Bool = true) async throws -> [Int32] {
-        let (predicate, parameters): (String, [any PostgresEncodable]) = switch which {
-        case .pid(let pid): ("pid = $1", [Int(pid)])
-        case .running(let text, nil): ("strpos(query, $1) > 0", [text])
-        case .running(let text, let application?): ("strpos(query, $1) > 0 AND application_name = $2", [text, application])
-        case .application(let name): ("application_name = $1", [name])
-        }
-        let sql = "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND \(predicate)"
+        let (predicate, parameters): (String, [any PostgresEncodable]) =
+            switch which {
+            case .pid(let pid): ("pid = $1", [Int(pid)])
+            case .running(let text, nil): ("strpos(query, $1) > 0", [text])
+            case .running(let text, let application?):
+                ("strpos(query, $1) > 0 AND application_name = $2", [text, application])
+            case .application(let name): ("application_name = $1", [name])
+            }
+        let sql =
+            "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND \(predicate)"
             + (activeOnly ? " AND state = 'active'" : "")
         return try await observer.query(sql, parameters).map { try $0.decode(Int32.self, at: 0) }
     }

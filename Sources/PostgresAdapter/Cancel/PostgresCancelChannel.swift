@@ -73,8 +73,12 @@ public final class PostgresCancelChannel: Sendable {
     /// task the channel owns. Returns `false` (and never calls `completion`) when the channel cannot try now:
     /// no verified control connection on the backend's server, busy, disabled, or closed. Non-blocking: safe
     /// from `onCancel`.
-    public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Outcome) -> Void) -> Bool {
-        enum Decision { case start(PostgresConnection), cannot(dead: PostgresConnection?, reconnect: Bool) }
+    public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Outcome) -> Void) -> Bool
+    {
+        enum Decision {
+            case start(PostgresConnection)
+            case cannot(dead: PostgresConnection?, reconnect: Bool)
+        }
         let decision = state.withLock { state -> Decision in
             guard !state.closed, !state.disabled else { return .cannot(dead: nil, reconnect: false) }
             if let control = state.control, !control.isBroken {

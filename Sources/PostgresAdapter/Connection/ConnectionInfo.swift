@@ -1,6 +1,7 @@
 import CLibPQ
 import Foundation
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -94,14 +95,18 @@ struct ConnectionInfo: Sendable {
         let status = getaddrinfo(host, nil, &hints, &list)
         guard status == 0, let list else {
             // The host name is configuration, not user data: it may be named.
-            throw PostgresError(.connection, "could not resolve host name \"\(host)\": \(String(cString: gai_strerror(status)))")
+            throw PostgresError(
+                .connection, "could not resolve host name \"\(host)\": \(String(cString: gai_strerror(status)))")
         }
         defer { freeaddrinfo(list) }
         var addresses: [String] = []
         var cursor: UnsafeMutablePointer<addrinfo>? = list
         while let entry = cursor {
             var buffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
-            if getnameinfo(entry.pointee.ai_addr, entry.pointee.ai_addrlen, &buffer, socklen_t(buffer.count), nil, 0, NI_NUMERICHOST) == 0 {
+            if getnameinfo(
+                entry.pointee.ai_addr, entry.pointee.ai_addrlen, &buffer, socklen_t(buffer.count), nil, 0,
+                NI_NUMERICHOST) == 0
+            {
                 let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 if !addresses.contains(text) { addresses.append(text) }
             }
@@ -119,7 +124,9 @@ struct ConnectionInfo: Sendable {
     }
 
     /// Calls `body` with NULL-terminated keyword and value arrays for `PQconnectStartParams` (`expand_dbname` 0).
-    func withParameterArrays<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    func withParameterArrays<R>(
+        _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) -> R
+    ) -> R {
         parameters.map(\.keyword).withCStrings { keywords in
             parameters.map(\.value).withCStrings { values in body(keywords, values) }
         }

@@ -63,7 +63,8 @@ extension PostgresConnection {
     }
 
     private func start(_ info: ConnectionInfo) throws {
-        guard let raw = info.withParameterArrays({ keywords, values in PQconnectStartParams(keywords, values, 0) }) else {
+        guard let raw = info.withParameterArrays({ keywords, values in PQconnectStartParams(keywords, values, 0) })
+        else {
             throw PostgresError(.connection, "out of memory starting a connection")
         }
         // Before anything can arrive: libpq's default receiver would print to stderr.
@@ -98,7 +99,8 @@ extension PostgresConnection {
             case PGRES_POLLING_OK:
                 return
             case PGRES_POLLING_FAILED:
-                throw PostgresError(.connection, ConnectionInfo.scrub(message ?? "connection failed", password: password))
+                throw PostgresError(
+                    .connection, ConnectionInfo.scrub(message ?? "connection failed", password: password))
             case PGRES_POLLING_READING:
                 try await reactor.wait(for: socket, .readable, boundTo: handle)
             default:

@@ -1,5 +1,6 @@
 import CLibPQ
 import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -288,7 +289,8 @@ extension PostgresConnection {
         let first = !lookedAgain
         lookedAgain = true
         if first, bindToCaller,
-            Self.becomesReadable(socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
+            Self.becomesReadable(
+                socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
         {
             return
         }

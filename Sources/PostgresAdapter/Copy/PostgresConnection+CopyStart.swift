@@ -8,7 +8,9 @@ extension PostgresConnection {
     /// (its results are read to the end, so the connection stays usable).
     func startCopy(_ sql: String, expecting expected: ExecStatusType, mode: WireMode) async throws -> QueryID {
         let wrongKind = PostgresError(
-            .invalidQuery, expected == PGRES_COPY_OUT ? "copyOut runs COPY ... TO STDOUT only" : "copyIn runs COPY ... FROM STDIN only")
+            .invalidQuery,
+            expected == PGRES_COPY_OUT ? "copyOut runs COPY ... TO STDOUT only" : "copyIn runs COPY ... FROM STDIN only"
+        )
         let id = try sendSimple(sql, mode: .simple)
         var failure: PostgresError?
         var started = false

@@ -64,7 +64,8 @@ public final class PostgresPool: Sendable {
         self.machine = Locked(Machine(capacity: max(1, maxConnections)))
         if cancelFastPath {
             cancelChannel = PostgresCancelChannel { [conninfo, registry, reactor, onNotice] in
-                try await PostgresConnection.connect(conninfo, in: nil, registry: registry, reactor: reactor, onNotice: onNotice)
+                try await PostgresConnection.connect(
+                    conninfo, in: nil, registry: registry, reactor: reactor, onNotice: onNotice)
             }
         } else {
             cancelChannel = nil
@@ -99,7 +100,10 @@ public final class PostgresPool: Sendable {
     private func lease() async throws -> PostgresConnection {
         while true {
             try Task.checkCancellation()
-            let id = nextID.withLock { $0 += 1; return $0 }
+            let id = nextID.withLock {
+                $0 += 1
+                return $0
+            }
             let cell = CancellationCell<Grant>()
             let grant = try await cell.run(onCancel: { [weak self] _ in
                 _ = self?.machine.withLock { $0.cancel(id: id) }
@@ -107,7 +111,9 @@ public final class PostgresPool: Sendable {
                 // Parked inside the start closure: a handover can never come before the suspension.
                 switch machine.withLock({ $0.lease(id: id, waiter: cell) }) {
                 case .use(let connection):
-                    if !cell.succeed(.connection(connection)) { perform(machine.withLock { $0.release(connection, .clean) }) }
+                    if !cell.succeed(.connection(connection)) {
+                        perform(machine.withLock { $0.release(connection, .clean) })
+                    }
                 case .open:
                     if !cell.succeed(.slot) { giveUpSlot() }
                 case .wait:
@@ -238,7 +244,9 @@ extension PostgresConnection {
     /// waits.
     func isAliveWhileIdle() -> Bool {
         let alive = state.withLock { state -> Bool in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.needsCleanup else { return false }
+            guard let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.needsCleanup else {
+                return false
+            }
             // Read until nothing more is waiting: a termination message comes first, end of stream after it.
             var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
             var looks = 0

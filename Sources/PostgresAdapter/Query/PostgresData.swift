@@ -34,7 +34,9 @@ enum OID {
 }
 
 func decodingError(_ type: Any.Type, _ text: String?) -> PostgresError {
-    PostgresError(.decoding, text == nil ? "NULL cannot be decoded as \(type)" : "the column's value cannot be decoded as \(type)")
+    PostgresError(
+        .decoding, text == nil ? "NULL cannot be decoded as \(type)" : "the column's value cannot be decoded as \(type)"
+    )
 }
 
 extension Int: PostgresEncodable, PostgresDecodable {
@@ -103,12 +105,15 @@ public struct PostgresBytes: PostgresEncodable, PostgresDecodable, Hashable {
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     public var postgresBind: PostgresBind {
-        let hex = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        let hex = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+            .joined()
         return PostgresBind(text: "\\x" + hex, oid: OID.bytea)
     }
 
     public static func decode(text: String?, oid: UInt32) throws -> PostgresBytes {
-        guard let text, text.hasPrefix("\\x"), text.utf8.count % 2 == 0 else { throw decodingError(PostgresBytes.self, text) }
+        guard let text, text.hasPrefix("\\x"), text.utf8.count % 2 == 0 else {
+            throw decodingError(PostgresBytes.self, text)
+        }
         var bytes: [UInt8] = []
         var index = text.index(text.startIndex, offsetBy: 2)
         while index < text.endIndex {
@@ -149,7 +154,8 @@ extension Date: PostgresEncodable, PostgresDecodable {
             return Int(String(decoding: scalars[range], as: UTF8.self))
         }
         guard scalars.count >= 22, let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19) else {
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
+        else {
             throw decodingError(Date.self, text)
         }
         var index = 19
@@ -165,9 +171,12 @@ extension Date: PostgresEncodable, PostgresDecodable {
         }
         let sign = scalars[index] == UInt8(ascii: "-") ? -1 : 1
         let offsetHours = number((index + 1)..<(index + 3)) ?? 0
-        let offsetMinutes = (index + 3 < scalars.count && scalars[index + 3] == UInt8(ascii: ":")) ? (number((index + 4)..<(index + 6)) ?? 0) : 0
+        let offsetMinutes =
+            (index + 3 < scalars.count && scalars[index + 3] == UInt8(ascii: ":"))
+            ? (number((index + 4)..<(index + 6)) ?? 0) : 0
         let days = daysFromCivil(year: year, month: month, day: day)
-        let seconds = Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction
+        let seconds =
+            Double(days * 86_400 + hour * 3600 + minute * 60 + second) + fraction
             - Double(sign * (offsetHours * 3600 + offsetMinutes * 60))
         return Date(timeIntervalSince1970: seconds)
     }
@@ -194,8 +203,9 @@ extension Date: PostgresEncodable, PostgresDecodable {
         let day = doy - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        return String(format: "%04d-%02d-%02d %02d:%02d:%02d", year, month, day,
-                      secondsOfDay / 3600, (secondsOfDay % 3600) / 60, secondsOfDay % 60)
+        return String(
+            format: "%04d-%02d-%02d %02d:%02d:%02d", year, month, day,
+            secondsOfDay / 3600, (secondsOfDay % 3600) / 60, secondsOfDay % 60)
     }
 }
 

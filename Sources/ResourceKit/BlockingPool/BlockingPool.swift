@@ -96,8 +96,12 @@ public final class BlockingPool: Sendable {
 
     private func enqueue(_ job: Job) -> ResourceKitError? {
         let (error, startThreads) = queue.withLockSignalling { queue -> (ResourceKitError?, Bool) in
-            if queue.shutDown { return (ResourceKitError(.blockingPoolShutDown, "the blocking pool was shut down"), false) }
-            if queue.pending >= queueLimit { return (ResourceKitError(.blockingPoolFull, "the blocking pool's queue is full"), false) }
+            if queue.shutDown {
+                return (ResourceKitError(.blockingPoolShutDown, "the blocking pool was shut down"), false)
+            }
+            if queue.pending >= queueLimit {
+                return (ResourceKitError(.blockingPoolFull, "the blocking pool's queue is full"), false)
+            }
             queue.jobs.append(job)
             let start = !queue.started
             queue.started = true

@@ -49,7 +49,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Cancels the operation. Synchronous, non-blocking and idempotent; callable from any thread, before,
     /// during or after the operation. Only the first effective call acts.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let (action, hook) = inner.withLock { inner -> (Machine.CancelAction, (@Sendable (CancellationReason) -> Void)?) in
+        let (action, hook) = inner.withLock {
+            inner -> (Machine.CancelAction, (@Sendable (CancellationReason) -> Void)?) in
             let action = inner.machine.cancel(reason)
             if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
                 inner.cancelRequestedAt = .now

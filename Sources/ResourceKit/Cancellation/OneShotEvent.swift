@@ -45,9 +45,12 @@ public final class OneShotEvent: Sendable {
         if isSet { return }
         let cell = CancellationCell<Void>()
         let key = ObjectIdentifier(cell)
-        try await cell.run(deadline: deadline, shielded: shielded, onCancel: { [weak self] _ in
-            _ = self?.state.withLock { $0.waiters.removeValue(forKey: key) }
-        }) { cell in
+        try await cell.run(
+            deadline: deadline, shielded: shielded,
+            onCancel: { [weak self] _ in
+                _ = self?.state.withLock { $0.waiters.removeValue(forKey: key) }
+            }
+        ) { cell in
             let alreadySet = state.withLock { state -> Bool in
                 if state.isSet { return true }
                 state.waiters[key] = cell

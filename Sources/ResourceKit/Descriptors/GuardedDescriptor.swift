@@ -76,7 +76,10 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
         }
     }
 
-    private enum Received { case bytes([UInt8]), end }
+    private enum Received {
+        case bytes([UInt8])
+        case end
+    }
 
     /// Reads at most `maxBytes` (at least one) with `read(2)`, waiting through the reactor while nothing is
     /// available; `nil` at the end of the stream. The building block of stream adapters' `receive(upTo:)`.
@@ -93,7 +96,9 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
             var buffer = [UInt8](repeating: 0, count: count)
             let read: Int?
             do {
-                read = try Syscall.nonBlocking("read") { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) } }
+                read = try Syscall.nonBlocking("read") {
+                    buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, count) }
+                }
             } catch let error as SystemError {
                 throw failure(error.errno)
             }

@@ -86,11 +86,16 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
     private let state = Locked(State())
 
     /// Creates an unscoped latest task: call ``close()`` when done (or use ``start(in:_:debounce:work:)``).
-    public convenience init(_ label: String, debounce: Duration? = nil, registry: ResourceRegistry? = nil, work: @escaping Work) {
+    public convenience init(
+        _ label: String, debounce: Duration? = nil, registry: ResourceRegistry? = nil, work: @escaping Work
+    ) {
         self.init(label: label, debounce: debounce, registry: registry, parentScope: nil, work: work)
     }
 
-    private init(label: String, debounce: Duration?, registry: ResourceRegistry?, parentScope: ResourceScope?, work: @escaping Work) {
+    private init(
+        label: String, debounce: Duration?, registry: ResourceRegistry?, parentScope: ResourceScope?,
+        work: @escaping Work
+    ) {
         self.label = label
         self.debounce = debounce
         self.registry = registry
@@ -109,7 +114,8 @@ public final class LatestTask<ID: Equatable & Sendable, Output: Sendable>: Manag
         debounce: Duration? = nil,
         work: @escaping Work
     ) async throws -> LatestTask {
-        let task = LatestTask(label: label, debounce: debounce, registry: scope.registry, parentScope: scope, work: work)
+        let task = LatestTask(
+            label: label, debounce: debounce, registry: scope.registry, parentScope: scope, work: work)
         try await scope.register(task, kind: kind, label: label)
         return task
     }

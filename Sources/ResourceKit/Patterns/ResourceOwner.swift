@@ -50,7 +50,10 @@ public final class ResourceOwner: Sendable {
     private let kind: ResourceKind
 
     /// Creates an owner.
-    public init(_ label: String, gracePeriod: Duration = .seconds(10), watchdog: Duration = .seconds(5), registry: ResourceRegistry = .shared) {
+    public init(
+        _ label: String, gracePeriod: Duration = .seconds(10), watchdog: Duration = .seconds(5),
+        registry: ResourceRegistry = .shared
+    ) {
         self.label = label
         self.gracePeriod = gracePeriod
         self.watchdog = watchdog
@@ -87,7 +90,9 @@ public final class ResourceOwner: Sendable {
                 }
                 return same
             }
-            state.works[key] = Entry(handle: nil, work: owned, finished: owned.finished) { [weak owned] in owned?.cancel() }
+            state.works[key] = Entry(handle: nil, work: owned, finished: owned.finished) { [weak owned] in
+                owned?.cancel()
+            }
             return nil
         }
         if let existing { return existing }
@@ -243,7 +248,9 @@ public struct OwnerShutdownReport: Sendable, Hashable {
     /// gives the count, never the keys (they may hold user data); the keys are in ``stuck``.
     public var error: ResourceKitError? {
         guard !stuck.isEmpty else { return nil }
-        return ResourceKitError(.shutdownIncomplete, "\(stuck.count) piece(s) of owned work ignored cancellation and were still running after the watchdog")
+        return ResourceKitError(
+            .shutdownIncomplete,
+            "\(stuck.count) piece(s) of owned work ignored cancellation and were still running after the watchdog")
     }
 
     /// Throws ``error`` if there is one.
@@ -264,7 +271,9 @@ public final class ResourceOwnerGroup: Sendable {
     }
 
     /// Creates an owner that belongs to this group.
-    public func makeOwner(_ label: String, gracePeriod: Duration = .seconds(10), watchdog: Duration = .seconds(5)) -> ResourceOwner {
+    public func makeOwner(_ label: String, gracePeriod: Duration = .seconds(10), watchdog: Duration = .seconds(5))
+        -> ResourceOwner
+    {
         let owner = ResourceOwner(label, gracePeriod: gracePeriod, watchdog: watchdog, registry: registry)
         owners.withLock { $0.append(owner) }
         return owner

@@ -1,9 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 import CSystemShims
 import Foundation
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// An epoll thread with an eventfd wake-up: the cancellable "wait until this descriptor is readable or
 /// writable", plus timers for deadlines.
@@ -25,7 +26,11 @@ public final class IOReactor: Sendable {
     /// The process-wide reactor, started on first use.
     public static let shared = IOReactor(name: "rk.reactor")
 
-    private enum Sleep { case awake, until(ContinuousClock.Instant), forever }
+    private enum Sleep {
+        case awake
+        case until(ContinuousClock.Instant)
+        case forever
+    }
 
     private struct State {
         var table = ReadinessTable<CancellationCell<IOEvents>>()
@@ -52,7 +57,8 @@ public final class IOReactor: Sendable {
             if efd >= 0 { Syscall.close(efd) }
             epollFD = -1
             wakeFD = -1
-            setupError = ResourceKitError(.reactorUnavailable, "the I/O reactor could not be started", underlying: error)
+            setupError = ResourceKitError(
+                .reactorUnavailable, "the I/O reactor could not be started", underlying: error)
             stopped.store(true, ordering: .relaxed)
             return
         }
@@ -87,9 +93,12 @@ public final class IOReactor: Sendable {
         let cell = CancellationCell<IOEvents>()
         // The id exists before the wait is registered, so that a cancel arriving first can name it.
         let id = nextWaiter.add(1, ordering: .relaxed).newValue
-        return try await cell.run(boundTo: handle, deadline: deadline, onCancel: { _ in
-            self.removeWaiter(fd: fd, id: id)
-        }) { cell in
+        return try await cell.run(
+            boundTo: handle, deadline: deadline,
+            onCancel: { _ in
+                self.removeWaiter(fd: fd, id: id)
+            }
+        ) { cell in
             self.register(fd: fd, interest: interest, id: id, cell: cell)
         }
     }
@@ -112,7 +121,9 @@ public final class IOReactor: Sendable {
     private func perform(_ first: Table.Request?) {
         var next = first
         while let request = next {
-            let result = rk_epoll_ctl(epollFD, request.op.rawValue, request.fd, request.events, request.registration) == 0 ? 0 : Syscall.errno
+            let result =
+                rk_epoll_ctl(epollFD, request.op.rawValue, request.fd, request.events, request.registration) == 0
+                ? 0 : Syscall.errno
             let (follow, failures) = state.withLock { $0.table.finish(request, result: result) }
             Self.fail(failures)
             next = follow
@@ -141,7 +152,9 @@ public final class IOReactor: Sendable {
     /// Runs `action` on the reactor thread at `instant` (or soon after: timers have millisecond resolution).
     /// `action` must be short and non-blocking.
     @discardableResult
-    public func schedule(at instant: ContinuousClock.Instant, _ action: @escaping @Sendable () -> Void) -> ReactorTimerID {
+    public func schedule(at instant: ContinuousClock.Instant, _ action: @escaping @Sendable () -> Void)
+        -> ReactorTimerID
+    {
         let (id, wake) = state.withLock { state -> (ReactorTimerID, Bool) in
             let id = state.timers.schedule(at: instant, action)
             switch state.sleep {

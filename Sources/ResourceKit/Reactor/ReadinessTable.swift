@@ -1,7 +1,8 @@
+import CSystemShims
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
 
 /// The reactor's bookkeeping of which waiter waits on which descriptor, as a value that decides and never
 /// acts: every method returns the kernel call to make (a ``Request``), which the reactor performs *after*
@@ -20,7 +21,11 @@ import CSystemShims
 /// - A new waiter always costs one call (`ADD` or `MOD`): the kernel's answer tells whether the descriptor
 ///   was closed and its number reused under earlier waiters (`ENOENT`), which are then evicted.
 struct ReadinessTable<Waiter> {
-    enum CtlOperation: Int32, Sendable { case add = 1, delete = 2, modify = 3 }
+    enum CtlOperation: Int32, Sendable {
+        case add = 1
+        case delete = 2
+        case modify = 3
+    }
 
     /// One `epoll_ctl` to make, outside the lock.
     struct Request: Equatable, Sendable {
@@ -143,7 +148,8 @@ struct ReadinessTable<Waiter> {
     /// The kernel reported `events` for `registration` (its one-shot registration is now disarmed).
     /// Returns the waiters to resume and the re-arming call if waiters remain. Stale registrations are ignored.
     mutating func fire(registration: UInt64, events: UInt32) -> (ready: [(Waiter, IOEvents)], Request?) {
-        guard let fd = fdByRegistration[registration], var entry = entries[fd], entry.registration == registration else {
+        guard let fd = fdByRegistration[registration], var entry = entries[fd], entry.registration == registration
+        else {
             return ([], nil)
         }
         entry.kernel = .disarmed
@@ -176,7 +182,8 @@ struct ReadinessTable<Waiter> {
         switch (request.op, result) {
         case (_, 0):
             entry.kernel = entry.firedWhileSyncing ? .disarmed : .armed(request.events)
-            for interest in [IOInterest.readable, .writable] where entry[interest].map({ request.covers.contains($0.id) }) ?? false {
+            for interest in [IOInterest.readable, .writable]
+            where entry[interest].map({ request.covers.contains($0.id) }) ?? false {
                 entry[interest]?.confirmed = true
             }
             // The holders are live: contenders covered by this call lose.
@@ -225,7 +232,10 @@ struct ReadinessTable<Waiter> {
         fdByRegistration.removeValue(forKey: entry.registration)
         if entry.hasWaiters { count -= 1 }
         let registered = entry.kernel != .unregistered || entry.syncing
-        return (entry.allWaiters, registered ? Request(op: .delete, fd: fd, events: 0, registration: entry.registration) : nil)
+        return (
+            entry.allWaiters,
+            registered ? Request(op: .delete, fd: fd, events: 0, registration: entry.registration) : nil
+        )
     }
 
     /// Every waiter, removing all entries (reactor shutdown); the reactor's epoll descriptor is closed next,
@@ -296,7 +306,8 @@ struct ReadinessTable<Waiter> {
         let cause = SystemError("epoll_ctl", errno: result)
         switch result {
         case EPERM:
-            return ResourceKitError(.notPollable, "this descriptor cannot be waited on (regular file or directory); use the blocking pool")
+            return ResourceKitError(
+                .notPollable, "this descriptor cannot be waited on (regular file or directory); use the blocking pool")
         case EBADF, ENOENT:
             return ResourceKitError(.badDescriptor, "the descriptor is not open", underlying: cause)
         default:

@@ -117,7 +117,10 @@ public final class ResourceRegistry: Sendable {
         let now = ContinuousClock.now
         return state.withLock { state in
             let live = state.live.values
-                .map { RegistrySnapshot.LiveResource(info: $0.handleInfo, cancellation: $0.cancellation, age: now - $0.handleInfo.acquiredAt) }
+                .map {
+                    RegistrySnapshot.LiveResource(
+                        info: $0.handleInfo, cancellation: $0.cancellation, age: now - $0.handleInfo.acquiredAt)
+                }
                 .sorted { $0.info.id < $1.info.id }
             var snapshot = RegistrySnapshot(
                 live: live,
@@ -156,7 +159,10 @@ public final class ResourceRegistry: Sendable {
         case .closed(let d):
             publish(ResourceEvent(resource: handle.info, what: .closed(d), at: .now))
         case .failed(let error):
-            publish(ResourceEvent(resource: handle.info, what: .closeFailed(errorType: String(describing: type(of: error))), at: .now))
+            publish(
+                ResourceEvent(
+                    resource: handle.info, what: .closeFailed(errorType: String(describing: type(of: error))), at: .now)
+            )
         case .timedOut(let d):
             publish(ResourceEvent(resource: handle.info, what: .closeTimedOut(d), at: .now))
             publish(ResourceEvent(resource: handle.info, what: .leaked(.closeTimedOut), at: .now))

@@ -41,7 +41,10 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     private let state = Locked(State())
 
     @usableFromInline
-    init(label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?, registry: ResourceRegistry?) {
+    init(
+        label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?,
+        registry: ResourceRegistry?
+    ) {
         self.label = label
         self.parent = parent
         self.path = parent.map { "\($0.path)/\(label)" } ?? label
@@ -111,7 +114,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// ``DeadlineExceededError`` after the deadline).
     /// - Throws: also ``ResourceKitError/Code/alreadyRegistered`` if the object is registered already.
     @discardableResult
-    nonisolated(nonsending) public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) async throws -> ResourceHandle {
+    nonisolated(nonsending) public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String)
+        async throws -> ResourceHandle
+    {
         let handle = try registry.register(resource, kind: kind, label: label, scopePath: path, deadline: deadline)
         let rejection = state.withLock { state -> CancellationReason? in
             guard state.phase == .open else { return .cancelled }
@@ -133,7 +138,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     func release(_ handle: ResourceHandle) -> Bool {
         state.withLock { state in
             guard state.phase == .open, state.cancelReason == nil,
-                  let index = state.handles.firstIndex(where: { $0 === handle }) else { return false }
+                let index = state.handles.firstIndex(where: { $0 === handle })
+            else { return false }
             state.handles.remove(at: index)
             return true
         }

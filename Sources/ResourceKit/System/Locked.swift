@@ -69,7 +69,9 @@ final class LockedStorage<Value>: ManagedBuffer<LockedHeader<Value>, UInt64> {
 
     static func make(_ value: Value, withCondition: Bool) -> LockedStorage<Value> {
         let words = mutexWords + (withCondition ? conditionWords : 0)
-        let storage = unsafeDowncast(create(minimumCapacity: words) { _ in LockedHeader(value: value, hasCondition: withCondition) }, to: LockedStorage<Value>.self)
+        let storage = unsafeDowncast(
+            create(minimumCapacity: words) { _ in LockedHeader(value: value, hasCondition: withCondition) },
+            to: LockedStorage<Value>.self)
         storage.withUnsafeMutablePointerToElements { words in
             pthread_mutex_init(Self.mutex(words), nil)
             if withCondition {

@@ -1,7 +1,8 @@
+import CSystemShims
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
 
 /// What a spawned child's standard input, output or error is connected to.
 public enum ChildStream: Sendable, Hashable {
@@ -48,7 +49,8 @@ extension Syscall {
             case .nullDevice:
                 posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0)
             case .file(let path, let truncate):
-                posix_spawn_file_actions_addopen(&actions, target, path, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0o644)
+                posix_spawn_file_actions_addopen(
+                    &actions, target, path, O_WRONLY | O_CREAT | (truncate ? O_TRUNC : O_APPEND), 0o644)
             case .descriptor(let fd):
                 posix_spawn_file_actions_adddup2(&actions, fd, target)
             case .standardOutput:
@@ -67,12 +69,16 @@ extension Syscall {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map {
+            $0.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        }
         defer { envp?.forEach { free($0) } }
         var pid: pid_t = 0
         let result: Int32
         if let envp {
-            result = envp.withUnsafeBufferPointer { posix_spawnp(&pid, program, &actions, &attributes, argv, $0.baseAddress) }
+            result = envp.withUnsafeBufferPointer {
+                posix_spawnp(&pid, program, &actions, &attributes, argv, $0.baseAddress)
+            }
         } else {
             result = posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
         }

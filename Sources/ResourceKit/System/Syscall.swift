@@ -1,7 +1,8 @@
+import CSystemShims
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
 
 /// The system calls adapters need, as a small typed Swift API, so that no adapter (ours or a third party's)
 /// reaches for the C shim: errno read in one place, `EINTR` retried in one place, `EAGAIN` turned into `nil`

@@ -40,7 +40,8 @@ enum PostgresBench {
             let channel = PostgresCancelChannel(control: try await PostgresConnection.connect(conninfo, in: scope))
             let raw = try RawLibPQConnection(conninfo)
             guard let pid = connection.backendPID, raw.backendPID > 0 else {
-                throw PostgresError(.connection, "the benchmark needs a direct server connection (the backend could not be verified)")
+                throw PostgresError(
+                    .connection, "the benchmark needs a direct server connection (the backend could not be verified)")
             }
             // Interleaved round by round (cancel request, fast path, raw libpq), so that drift in the
             // server's or the machine's speed affects every figure alike.
@@ -59,7 +60,12 @@ enum PostgresBench {
                 }
                 // Raw libpq: a thread blocked in PQexec, PQcancel from another thread.
                 // Owner: this round, which awaits it.
-                let returned = Task { await RawLibPQConnection.onThread { raw.exec(sleepQuery); return ContinuousClock.now } }
+                let returned = Task {
+                    await RawLibPQConnection.onThread {
+                        raw.exec(sleepQuery)
+                        return ContinuousClock.now
+                    }
+                }
                 try await waitUntilActive(raw.backendPID, observer: observer)
                 let start = ContinuousClock.now
                 Thread { raw.cancel() }.start()
@@ -87,7 +93,9 @@ enum PostgresBench {
     /// What users write without an adapter: send, then every 10 ms look for the result or for
     /// `Task.isCancelled` (then a blocking cancel request and a drain).
     static func pollingQuery(_ raw: RawLibPQConnection, parked: Locked<Bool>) throws {
-        guard PQsendQuery(raw.conn, sleepQuery) == 1 else { throw RawLibPQConnection.Failure(description: "send failed") }
+        guard PQsendQuery(raw.conn, sleepQuery) == 1 else {
+            throw RawLibPQConnection.Failure(description: "send failed")
+        }
         var entry = pollfd(fd: PQsocket(raw.conn), events: Int16(POLLIN), revents: 0)
         while true {
             parked.withLock { $0 = true }
@@ -104,7 +112,8 @@ enum PostgresBench {
     }
 
     /// Queries per second for `SELECT 1` and `SELECT $1::int`, ours and raw libpq's, in `batches` batches.
-    static func roundTrips(queries: Int, batches: Int, conninfo: String) async throws -> [(ours: Samples, raw: Samples)] {
+    static func roundTrips(queries: Int, batches: Int, conninfo: String) async throws -> [(ours: Samples, raw: Samples)]
+    {
         var results: [(Samples, Samples)] = []
         try await withResourceScope("bench.roundtrip", registry: ResourceRegistry()) { scope in
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
@@ -124,15 +133,26 @@ enum PostgresBench {
                         }
                     }
                     ours.values.append(Double(queries) / Samples.convert(.now - start, to: "ms") * 1000)
-                    rawValues.append(await RawLibPQConnection.onThread { () -> Double in
-                        let start = ContinuousClock.now
-                        for index in 0..<queries {
-                            if parameterised { raw.exec("SELECT $1::int", String(index)) } else { raw.exec("SELECT 1") }
-                        }
-                        return Double(queries) / Samples.convert(.now - start, to: "ms") * 1000
-                    })
+                    rawValues.append(
+                        await RawLibPQConnection.onThread { () -> Double in
+                            let start = ContinuousClock.now
+                            for index in 0..<queries {
+                                if parameterised {
+                                    raw.exec("SELECT $1::int", String(index))
+                                } else {
+                                    raw.exec("SELECT 1")
+                                }
+                            }
+                            return Double(queries) / Samples.convert(.now - start, to: "ms") * 1000
+                        })
                 }
-                results.append((ours, Samples("raw libpq \(parameterised ? "PQexecParams" : "PQexec") loop", unit: "qps", values: rawValues)))
+                results.append(
+                    (
+                        ours,
+                        Samples(
+                            "raw libpq \(parameterised ? "PQexecParams" : "PQexec") loop", unit: "qps",
+                            values: rawValues)
+                    ))
             }
         }
         return results
@@ -159,7 +179,11 @@ enum PostgresBench {
                     await withTaskGroup(of: Void.self) { group in
                         for _ in 0..<queries {
                             // Every one is cancelled: the cancellation is what is timed.
-                            group.addTask { _ = try? await pool.withConnection { try await $0.execute("SELECT pg_sleep(30) /* \(marker) */") } }
+                            group.addTask {
+                                _ = try? await pool.withConnection {
+                                    try await $0.execute("SELECT pg_sleep(30) /* \(marker) */")
+                                }
+                            }
                         }
                     }
                 }
@@ -174,7 +198,9 @@ enum PostgresBench {
             // Every connection is healthy afterwards: poolSize concurrent SELECT 1.
             result.healthy = await withTaskGroup(of: Bool.self) { group in
                 for _ in 0..<poolSize {
-                    group.addTask { (try? await pool.withConnection { try await $0.query("SELECT 1").count == 1 }) ?? false }
+                    group.addTask {
+                        (try? await pool.withConnection { try await $0.query("SELECT 1").count == 1 }) ?? false
+                    }
                 }
                 return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
             }

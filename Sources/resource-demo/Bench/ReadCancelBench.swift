@@ -34,7 +34,8 @@ enum ReadCancelBench {
             // still be busy during the measurement.
             var pairs: [(SocketConnection, SocketConnection)] = []
             for _ in 0..<rounds {
-                let connection = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+                let connection = try await SocketConnection.connect(
+                    host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
                 pairs.append((connection, try await listener.accept(in: scope)))
             }
             try await Task.sleep(for: .milliseconds(20))
@@ -52,11 +53,16 @@ enum ReadCancelBench {
         }
         // The baseline reads a plain socket of the same kind (no adapter at all).
         let (client, server) = try RawLoopback.pair()
-        defer { Syscall.close(client); Syscall.close(server) }
+        defer {
+            Syscall.close(client)
+            Syscall.close(server)
+        }
         for _ in 0..<pollingRounds { polling.append(try await pollingBaseline(client)) }
-        return [Samples("socket read: cancel -> return", durations: ours),
-                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling),
-                Samples("Swift floor, measured between the rounds", durations: floor)]
+        return [
+            Samples("socket read: cancel -> return", durations: ours),
+            Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling),
+            Samples("Swift floor, measured between the rounds", durations: floor),
+        ]
     }
 
     static func fifo(rounds: Int, pollingRounds: Int) async throws -> [Samples] {
@@ -80,9 +86,11 @@ enum ReadCancelBench {
         var polling: [Duration] = []
         for _ in 0..<pollingRounds { polling.append(try await pollingBaseline(reader)) }
         withExtendedLifetime(fifo) {}
-        return [Samples("FIFO read: cancel -> return", durations: ours),
-                Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling),
-                Samples("Swift floor, measured between the rounds", durations: floor)]
+        return [
+            Samples("FIFO read: cancel -> return", durations: ours),
+            Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling),
+            Samples("Swift floor, measured between the rounds", durations: floor),
+        ]
     }
 
     /// What users write without adapters: wait up to 10 ms for data, then look at `Task.isCancelled`.
@@ -202,7 +210,9 @@ enum RawLoopback {
         var address = loopback(port: listener.port)
         let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         let length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) }
+        }
         guard connected == 0 else { throw SystemError.current("connect") }
         let server = accept(listener.fd, nil, nil)
         guard server >= 0 else { throw SystemError.current("accept") }

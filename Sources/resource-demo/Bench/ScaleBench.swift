@@ -27,7 +27,8 @@ enum ScaleBench {
             var connections: [SocketConnection] = []
             connections.reserveCapacity(count)
             for _ in 0..<count {
-                connections.append(try await SocketConnection.connect(host: "127.0.0.1", port: peer.port, in: scope, reactor: reactor))
+                connections.append(
+                    try await SocketConnection.connect(host: "127.0.0.1", port: peer.port, in: scope, reactor: reactor))
             }
             // Owner: this figure, which cancels and awaits it.
             let readers = Task {

@@ -16,7 +16,9 @@ enum ScopeBench {
         func receive(_ event: ResourceEvent) { count.withLock { $0 += 1 } }
     }
 
-    static func run(operations: Int, batches: Int) async throws -> (scope: Samples, scopeWithSink: Samples, bare: Samples) {
+    static func run(operations: Int, batches: Int) async throws -> (
+        scope: Samples, scopeWithSink: Samples, bare: Samples
+    ) {
         let registry = ResourceRegistry()
         let sinkRegistry = ResourceRegistry(sink: CountingSink())
         var scope = Samples("scope + register + close a no-op resource", unit: "ns")

@@ -9,7 +9,8 @@ enum StreamMemoryBench {
     static func residentKiB() -> Int {
         guard let file = fopen("/proc/self/statm", "r") else { return 0 }
         defer { fclose(file) }
-        var size = 0, resident = 0
+        var size = 0
+        var resident = 0
         withUnsafeMutablePointer(to: &size) { sizePointer in
             withUnsafeMutablePointer(to: &resident) { residentPointer in
                 _ = withVaList([sizePointer, residentPointer]) { vfscanf(file, "%ld %ld", $0) }

@@ -11,7 +11,8 @@ struct Arguments {
     private var switches: Set<String> = []
 
     /// Parses `arguments` for `command`, which accepts `valueFlags` (taking a value) and `switchFlags`.
-    init(command: String, _ arguments: some Sequence<String>, valueFlags: Set<String>, switchFlags: Set<String>) throws {
+    init(command: String, _ arguments: some Sequence<String>, valueFlags: Set<String>, switchFlags: Set<String>) throws
+    {
         self.command = command
         var rest = Array(arguments)[...]
         while let argument = rest.popFirst() {
@@ -75,11 +76,14 @@ struct Arguments {
 
     /// `500us`, `250ms`, `2s`, `1.5s` (also `µs`, `m`); nil for anything else, negatives and non-finite values.
     static func parseDuration(_ text: String) -> Duration? {
-        let units: [(suffix: String, seconds: Double)] = [("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60)]
+        let units: [(suffix: String, seconds: Double)] = [
+            ("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60),
+        ]
         for unit in units where text.hasSuffix(unit.suffix) {
             let number = text.dropLast(unit.suffix.count)
             guard !number.isEmpty, number.allSatisfy({ $0.isNumber || $0 == "." }),
-                  let value = Double(number), value.isFinite, value >= 0, value * unit.seconds <= 86_400 * 365 else { return nil }
+                let value = Double(number), value.isFinite, value >= 0, value * unit.seconds <= 86_400 * 365
+            else { return nil }
             return .nanoseconds(Int64((value * unit.seconds * 1e9).rounded()))
         }
         return nil
@@ -90,7 +94,9 @@ struct Arguments {
         let host: Substring
         let portText: Substring
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else { return nil }
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                return nil
+            }
             host = text[text.index(after: text.startIndex)..<close]
             portText = text[text.index(close, offsetBy: 2)...]
         } else {

@@ -55,6 +55,8 @@ func runCancellable<Value: Sendable>(
     case .success(let value):
         return RunReport(outcome: .completed(value), cancelToReturn: nil)
     case .failure(let error):
-        return RunReport(outcome: .classify(error, taskWasCancelled: cancelled != nil), cancelToReturn: cancelled.map { returned - $0 })
+        return RunReport(
+            outcome: .classify(error, taskWasCancelled: cancelled != nil),
+            cancelToReturn: cancelled.map { returned - $0 })
     }
 }

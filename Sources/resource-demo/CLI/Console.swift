@@ -30,7 +30,10 @@ enum Console {
         text.withUTF8 { buffer in
             var offset = 0
             while offset < buffer.count {
-                guard let written = try? Syscall.value("write", { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) }) else {
+                guard
+                    let written = try? Syscall.value(
+                        "write", { Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset) })
+                else {
                     return
                 }
                 offset += written
@@ -117,7 +120,9 @@ extension Duration {
 /// A live status line ("label… 1.2 s") on a terminal while some work runs.
 enum LiveStatus {
     /// Runs `body`, showing `label` and the elapsed time (when stdout is a terminal and `label` is not nil).
-    static func `while`<T>(_ label: String?, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T) async rethrows -> T {
+    static func `while`<T>(
+        _ label: String?, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> T
+    ) async rethrows -> T {
         guard let label, isatty(1) == 1 else { return try await body() }
         let started = ContinuousClock.now
         // Owner: this function, which cancels and awaits it.
@@ -152,6 +157,7 @@ enum TextTable {
                 cell.element + String(repeating: " ", count: max(0, widths[cell.offset] - cell.element.count))
             }.joined(separator: " | ")
         }
-        return [render(header), widths.map { String(repeating: "-", count: $0) }.joined(separator: "-+-")] + rows.map(render)
+        return [render(header), widths.map { String(repeating: "-", count: $0) }.joined(separator: "-+-")]
+            + rows.map(render)
     }
 }

@@ -1,5 +1,5 @@
-import Foundation
 import EmbeddedPostgres
+import Foundation
 import PostgresAdapter
 import ResourceKit
 
@@ -14,7 +14,10 @@ enum PostgresTarget {
         if let configured = flag ?? ProcessInfo.processInfo.environment["DATABASE_URL"], !configured.isEmpty {
             return try await body(configured)
         }
-        if !quiet { Console.error("resource-demo: starting a throwaway PostgreSQL cluster (use --postgres URL to name a server)") }
+        if !quiet {
+            Console.error(
+                "resource-demo: starting a throwaway PostgreSQL cluster (use --postgres URL to name a server)")
+        }
         // Shielded, so a signal during the start does not abandon a half-started cluster: the start completes
         // (a few seconds), then the cluster is stopped and the command ends.
         let server = try await LiveStatus.while(quiet ? nil : "initdb and pg_ctl start") {

@@ -29,7 +29,9 @@ final class SignalCanceller {
                     return true
                 }
                 if first {
-                    Console.error("resource-demo: \(number == SIGINT ? "SIGINT" : "SIGTERM"): cancelling; a second signal exits at once")
+                    Console.error(
+                        "resource-demo: \(number == SIGINT ? "SIGINT" : "SIGTERM"): cancelling; a second signal exits at once"
+                    )
                     cancel()
                 } else {
                     _exit(128 + number)

@@ -61,7 +61,10 @@ struct ClientSession: Sendable {
                 throw Disconnected()
             }
             guard let line else { throw Disconnected() }
-            if pending.withLock({ $0 += 1; return $0 }) > Self.maxPipelined {
+            if pending.withLock({
+                $0 += 1
+                return $0
+            }) > Self.maxPipelined {
                 continuation.yield(.tooManyPipelined)
                 return
             }

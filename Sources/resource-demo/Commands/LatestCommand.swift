@@ -25,7 +25,8 @@ enum LatestCommand {
         return try await PostgresTarget.with(arguments.value("--postgres"), quiet: json) { conninfo in
             let summary = try await demonstrate(ids: ids, debounce: debounce, conninfo: conninfo) { id, result in
                 if json {
-                    Console.line(JSONLine(["event": .string("update"), "id": .string(id), "result": .string(result)]).text)
+                    Console.line(
+                        JSONLine(["event": .string("update"), "id": .string(id), "result": .string(result)]).text)
                 } else {
                     Console.line("update \(id.padding(toLength: 12, withPad: " ", startingAt: 0)) \(result)")
                 }
@@ -41,7 +42,9 @@ enum LatestCommand {
                 line.set("elapsed_us", .int(summary.elapsed.microseconds))
                 Console.line(line.text)
             } else {
-                Console.line("committed: \(summary.committed ?? "nothing"); runs started \(summary.stats.started), cancelled \(summary.stats.cancelled), debounced away \(summary.stats.debouncedAway); queries that reached the server: \(summary.serverExecutions)")
+                Console.line(
+                    "committed: \(summary.committed ?? "nothing"); runs started \(summary.stats.started), cancelled \(summary.stats.cancelled), debounced away \(summary.stats.debouncedAway); queries that reached the server: \(summary.serverExecutions)"
+                )
             }
             return 0
         }
@@ -60,9 +63,11 @@ enum LatestCommand {
             let admin = try await PostgresConnection.connect(conninfo, in: scope)
             _ = try await admin.execute("CREATE SEQUENCE \(sequence)")
             do {
-                let latest = try await LatestTask<String, String>.start(in: scope, "latest", debounce: debounce) { id, runScope in
+                let latest = try await LatestTask<String, String>.start(in: scope, "latest", debounce: debounce) {
+                    id, runScope in
                     let connection = try await PostgresConnection.connect(conninfo, in: runScope)
-                    let rows = try await connection.query("SELECT $1::text, nextval('\(sequence)'), pg_sleep(0.2)", [id])
+                    let rows = try await connection.query(
+                        "SELECT $1::text, nextval('\(sequence)'), pg_sleep(0.2)", [id])
                     return try rows[0].decode(String.self, at: 0)
                 }
                 for (index, id) in ids.enumerated() {
@@ -73,10 +78,13 @@ enum LatestCommand {
                 try await latest.idle()
                 let committed = latest.output.value
                 await latest.close()
-                let executions = try await admin.query("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM \(sequence)")
+                let executions = try await admin.query(
+                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM \(sequence)")
                 let count = try executions[0].decode(Int.self, at: 0)
                 _ = try await admin.execute("DROP SEQUENCE \(sequence)")
-                return Summary(committed: committed, stats: latest.stats, serverExecutions: count, elapsed: ContinuousClock.now - started)
+                return Summary(
+                    committed: committed, stats: latest.stats, serverExecutions: count,
+                    elapsed: ContinuousClock.now - started)
             } catch {
                 // Best-effort cleanup on the failure path. After a signal the scope is cancelled and the
                 // sequence stays behind (on an embedded cluster it goes with the cluster).

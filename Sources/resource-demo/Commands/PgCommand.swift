@@ -60,7 +60,8 @@ enum PgCommand {
             Console.line("(\(result.commandTag), \(backend))")
         case .cancelled:
             let latency = report.cancelToReturn.map { " in \($0.millisecondsText)" } ?? ""
-            Console.line("cancelled: the task returned\(latency); \(backend) is \(backendState ?? "not checked") on the server")
+            Console.line(
+                "cancelled: the task returned\(latency); \(backend) is \(backendState ?? "not checked") on the server")
         case .deadlineExceeded:
             Console.line("deadline exceeded (\(backend))")
         case .failed(let error):

@@ -27,7 +27,8 @@ enum ServeCommand {
         var configuration = Configuration()
         if let listen = try arguments.hostPort("--listen") { (configuration.host, configuration.port) = listen }
         configuration.poolSize = try arguments.integer("--pool", in: 1...256) ?? configuration.poolSize
-        configuration.maxConnections = try arguments.integer("--max-connections", in: 1...10_000) ?? configuration.maxConnections
+        configuration.maxConnections =
+            try arguments.integer("--max-connections", in: 1...10_000) ?? configuration.maxConnections
         configuration.metrics = try arguments.hostPort("--metrics")
         return try await PostgresTarget.with(arguments.value("--postgres")) { conninfo in
             let pool = try PostgresPool(conninfo: conninfo, maxConnections: configuration.poolSize)

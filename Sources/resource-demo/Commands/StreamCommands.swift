@@ -7,7 +7,9 @@ import SocketAdapter
 /// until its end, a cancel (`--cancel-after`, a signal) or a failure.
 enum StreamCommands {
     static func socket(_ arguments: Arguments) async throws -> Int32 {
-        guard let target = try arguments.hostPort("--connect") else { throw UsageError("socket needs --connect HOST:PORT") }
+        guard let target = try arguments.hostPort("--connect") else {
+            throw UsageError("socket needs --connect HOST:PORT")
+        }
         let cancelAfter = try arguments.duration("--cancel-after")
         let json = arguments.has("--json")
         return try await withResourceScope("demo.socket") { scope in
@@ -54,7 +56,10 @@ enum StreamCommands {
         } else {
             switch report.outcome {
             case .completed(let bytes): Console.error("resource-demo: end of stream after \(bytes) bytes")
-            case .cancelled: Console.error("resource-demo: cancelled; returned \(report.cancelToReturn?.millisecondsText ?? "?") after the cancel")
+            case .cancelled:
+                Console.error(
+                    "resource-demo: cancelled; returned \(report.cancelToReturn?.millisecondsText ?? "?") after the cancel"
+                )
             case .deadlineExceeded: Console.error("resource-demo: deadline exceeded")
             case .failed(let error): Console.error("resource-demo: \(error)")
             }

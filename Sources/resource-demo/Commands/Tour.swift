@@ -18,7 +18,8 @@ enum Tour {
     static func run(_ arguments: Arguments) async throws -> Int32 {
         let json = arguments.has("--json")
         if !json {
-            Console.line("ResourceKit tour: resources live as long as their task scope and stop the moment it is cancelled.\n")
+            Console.line(
+                "ResourceKit tour: resources live as long as their task scope and stop the moment it is cancelled.\n")
         }
         let local = try await localParts(json: json)
         let postgres = try await PostgresTarget.with(arguments.value("--postgres"), quiet: json) { conninfo in
@@ -69,8 +70,13 @@ enum Tour {
             case .failed(let error as SocketError) where error.code == .connectionReset: peerSaw = "peer saw a reset"
             case let other: peerSaw = "peer: \(other.name)"
             }
-            say(json, "1. socket: a read blocked on a loopback peer that never writes, cancelled after 150 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); \(peerSaw)")
-            return Row(resource: "socket read", tornDownBy: "task cancelled", cancelToReturn: report.cancelToReturn, confirmation: peerSaw)
+            say(
+                json,
+                "1. socket: a read blocked on a loopback peer that never writes, cancelled after 150 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); \(peerSaw)"
+            )
+            return Row(
+                resource: "socket read", tornDownBy: "task cancelled", cancelToReturn: report.cancelToReturn,
+                confirmation: peerSaw)
         }
     }
 
@@ -83,8 +89,13 @@ enum Tour {
             }
             let returned = ContinuousClock.now
             let late = scope.deadline.map { returned - $0 }
-            say(json, "2. FIFO: a read on a FIFO whose writer stays silent, in a scope with a 150 ms deadline: \(outcome.name) \(text(late)) after the deadline")
-            return Row(resource: "FIFO read", tornDownBy: "scope deadline", cancelToReturn: late, confirmation: "descriptor closed by the scope")
+            say(
+                json,
+                "2. FIFO: a read on a FIFO whose writer stays silent, in a scope with a 150 ms deadline: \(outcome.name) \(text(late)) after the deadline"
+            )
+            return Row(
+                resource: "FIFO read", tornDownBy: "scope deadline", cancelToReturn: late,
+                confirmation: "descriptor closed by the scope")
         }
     }
 
@@ -93,7 +104,9 @@ enum Tour {
         try await withResourceScope("tour.postgres") { scope in
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let report = await LiveStatus.while(json ? nil : "Postgres: SELECT pg_sleep(30) running") {
-                await runCancellable(cancelAfter: .milliseconds(300)) { try await connection.execute("SELECT pg_sleep(30)") }
+                await runCancellable(cancelAfter: .milliseconds(300)) {
+                    try await connection.execute("SELECT pg_sleep(30)")
+                }
             }
             // Only a verified backend can be observed (behind a pooler the pid libpq holds names no process).
             var state = "not observable (unverified backend)"
@@ -103,19 +116,38 @@ enum Tour {
             let probe = await withOutcome { try await connection.query("SELECT 1").count == 1 }
             if probe.isStopped { throw CancellationError() }  // a signal: stop the tour, do not report "not reusable"
             let reusable = probe.value == true
-            say(json, "3. Postgres: SELECT pg_sleep(30), cancelled after 300 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); backend \(connection.backendPID.map(String.init) ?? "?") is \(state) in pg_stat_activity; connection reusable: \(reusable)")
-            rows.append(Row(resource: "Postgres query", tornDownBy: "task cancelled", cancelToReturn: report.cancelToReturn, confirmation: "backend \(state) in pg_stat_activity"))
+            say(
+                json,
+                "3. Postgres: SELECT pg_sleep(30), cancelled after 300 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); backend \(connection.backendPID.map(String.init) ?? "?") is \(state) in pg_stat_activity; connection reusable: \(reusable)"
+            )
+            rows.append(
+                Row(
+                    resource: "Postgres query", tornDownBy: "task cancelled", cancelToReturn: report.cancelToReturn,
+                    confirmation: "backend \(state) in pg_stat_activity"))
         }
         say(json, "4. latest wins: ids a, ab, abc, abcd, abcde arrive 50 ms apart; each run is a 200 ms query")
-        let summary = try await LatestCommand.demonstrate(ids: ["a", "ab", "abc", "abcd", "abcde"], debounce: nil, conninfo: conninfo) { id, result in
+        let summary = try await LatestCommand.demonstrate(
+            ids: ["a", "ab", "abc", "abcd", "abcde"], debounce: nil, conninfo: conninfo
+        ) { id, result in
             say(json, "   update \(id.padding(toLength: 6, withPad: " ", startingAt: 0)) \(result)")
         }
-        say(json, "   committed: \(summary.committed ?? "nothing"); \(summary.stats.cancelled) superseded runs cancelled on the server")
-        let debounced = try await LatestCommand.demonstrate(ids: ["a", "ab", "abc", "abcd", "abcde"], debounce: .milliseconds(300), conninfo: conninfo) { _, _ in }
-        say(json, "   the same burst with a 300 ms debounce: \(debounced.serverExecutions) query reached the server, committed \(debounced.committed ?? "nothing")\n")
-        rows.append(Row(
-            resource: "latest-wins task", tornDownBy: "newer id", cancelToReturn: nil,
-            confirmation: "\(summary.serverExecutions) started, \(summary.stats.cancelled) cancelled; debounced: \(debounced.serverExecutions) ran"))
+        say(
+            json,
+            "   committed: \(summary.committed ?? "nothing"); \(summary.stats.cancelled) superseded runs cancelled on the server"
+        )
+        let debounced = try await LatestCommand.demonstrate(
+            ids: ["a", "ab", "abc", "abcd", "abcde"], debounce: .milliseconds(300), conninfo: conninfo
+        ) { _, _ in }
+        say(
+            json,
+            "   the same burst with a 300 ms debounce: \(debounced.serverExecutions) query reached the server, committed \(debounced.committed ?? "nothing")\n"
+        )
+        rows.append(
+            Row(
+                resource: "latest-wins task", tornDownBy: "newer id", cancelToReturn: nil,
+                confirmation:
+                    "\(summary.serverExecutions) started, \(summary.stats.cancelled) cancelled; debounced: \(debounced.serverExecutions) ran"
+            ))
         return rows
     }
 
@@ -133,6 +165,8 @@ enum Tour {
         let header = ["resource", "torn down by", "cancel → return", "confirmed by the other side"]
         let cells = rows.map { [$0.resource, $0.tornDownBy, text($0.cancelToReturn), $0.confirmation] }
         for line in TextTable.lines(header: header, rows: cells) { Console.line(line) }
-        Console.line("\n(cancel → return is measured from a task on the cooperative pool; the FIFO row counts from the deadline.)")
+        Console.line(
+            "\n(cancel → return is measured from a task on the cooperative pool; the FIFO row counts from the deadline.)"
+        )
     }
 }

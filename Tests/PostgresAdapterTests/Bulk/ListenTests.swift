@@ -1,7 +1,7 @@
 import PostgresAdapter
+import PostgresTestSupport
 import ResourceKit
 import ResourceKitTesting
-import PostgresTestSupport
 import TestSupport
 import Testing
 
@@ -47,7 +47,8 @@ import Testing
             consumer.cancel()
             await #expect(throws: CancellationError.self) { try await consumer.value }
             #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
-            let gone = try await PostgresActivityProbe(observer: observer).waitUntil(.gone(.pid(pid)), within: .seconds(2))
+            let gone = try await PostgresActivityProbe(observer: observer).waitUntil(
+                .gone(.pid(pid)), within: .seconds(2))
             #expect(gone != nil, "the listening session is still there")
             await #expect(throws: CancellationError.self) { _ = try await listener.next() }
         }

@@ -1,6 +1,6 @@
 import PostgresAdapter
-import ResourceKit
 import PostgresTestSupport
+import ResourceKit
 import TestSupport
 import Testing
 

@@ -1,5 +1,5 @@
-import TestSupport
 import Foundation
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -9,34 +9,35 @@ import Glibc
 /// do (POSTGRES-SCENARIOS 19): the client never learns a cancel key. Plain TCP (clients use
 /// `sslmode=disable`); a python3 relay that parses the server's messages until the first ReadyForQuery.
 public final class KeylessProxy: Sendable {
-    private static let script = PythonRelay.common + """
-        upstream = int(sys.argv[2])
-        async def startup(reader, writer):
-            # Server messages until the first ReadyForQuery ('Z'), without BackendKeyData ('K').
-            while True:
-                kind = await reader.readexactly(1)
-                length = struct.unpack("!I", await reader.readexactly(4))[0]
-                body = await reader.readexactly(length - 4)
-                if kind != b"K":
-                    writer.write(kind + struct.pack("!I", length) + body)
-                    await writer.drain()
-                if kind in (b"Z", b"E"):
+    private static let script =
+        PythonRelay.common + """
+            upstream = int(sys.argv[2])
+            async def startup(reader, writer):
+                # Server messages until the first ReadyForQuery ('Z'), without BackendKeyData ('K').
+                while True:
+                    kind = await reader.readexactly(1)
+                    length = struct.unpack("!I", await reader.readexactly(4))[0]
+                    body = await reader.readexactly(length - 4)
+                    if kind != b"K":
+                        writer.write(kind + struct.pack("!I", length) + body)
+                        await writer.drain()
+                    if kind in (b"Z", b"E"):
+                        return
+            async def accept(client_reader, client_writer):
+                try:
+                    server_reader, server_writer = await asyncio.open_connection("127.0.0.1", upstream)
+                except Exception:
+                    client_writer.close()
                     return
-        async def accept(client_reader, client_writer):
-            try:
-                server_reader, server_writer = await asyncio.open_connection("127.0.0.1", upstream)
-            except Exception:
-                client_writer.close()
-                return
-            to_server = asyncio.ensure_future(relay(client_reader, server_writer))
-            try:
-                await startup(server_reader, client_writer)
-            except Exception:
-                client_writer.close()
-                return
-            await asyncio.gather(to_server, relay(server_reader, client_writer))
-        asyncio.run(serve(accept))
-        """
+                to_server = asyncio.ensure_future(relay(client_reader, server_writer))
+                try:
+                    await startup(server_reader, client_writer)
+                except Exception:
+                    client_writer.close()
+                    return
+                await asyncio.gather(to_server, relay(server_reader, client_writer))
+            asyncio.run(serve(accept))
+            """
 
     private let service: BackgroundService
 

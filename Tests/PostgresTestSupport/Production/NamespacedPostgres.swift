@@ -1,8 +1,8 @@
-import TestSupport
+import EmbeddedPostgres
 import Foundation
 import PostgresAdapter
-import EmbeddedPostgres
 import ResourceKit
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc

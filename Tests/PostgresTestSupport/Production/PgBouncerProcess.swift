@@ -1,5 +1,5 @@
-import TestSupport
 import Foundation
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc

@@ -1,8 +1,8 @@
-import TestSupport
+public import EmbeddedPostgres
 import Foundation
 import PostgresAdapter
-public import EmbeddedPostgres
 import ResourceKit
+import TestSupport
 
 /// The production shapes the Postgres adapter is tested against, started once per test process and stopped
 /// at exit: a cluster with scram-sha-256 passwords and TLS (reached over TCP, TLS and its Unix socket),

@@ -1,4 +1,5 @@
 import TestSupport
+
 /// The python3 parts the test proxies share: copying one direction of a TCP connection until its end, and
 /// serving an `accept` coroutine on a loopback port (given as the first argument).
 enum PythonRelay {

@@ -1,5 +1,5 @@
-import TestSupport
 import Foundation
+import TestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -9,21 +9,22 @@ import Glibc
 /// cloud load balancer in front of several servers would. A python3 asyncio relay in another process, on a
 /// free loopback port.
 public final class RoundRobinProxy: Sendable {
-    private static let script = PythonRelay.common + """
-        upstreams = [int(p) for p in sys.argv[2:]]
-        turn = 0
-        async def accept(client_reader, client_writer):
-            global turn
-            port = upstreams[turn % len(upstreams)]
-            turn += 1
-            try:
-                server_reader, server_writer = await asyncio.open_connection("127.0.0.1", port)
-            except Exception:
-                client_writer.close()
-                return
-            await asyncio.gather(relay(client_reader, server_writer), relay(server_reader, client_writer))
-        asyncio.run(serve(accept))
-        """
+    private static let script =
+        PythonRelay.common + """
+            upstreams = [int(p) for p in sys.argv[2:]]
+            turn = 0
+            async def accept(client_reader, client_writer):
+                global turn
+                port = upstreams[turn % len(upstreams)]
+                turn += 1
+                try:
+                    server_reader, server_writer = await asyncio.open_connection("127.0.0.1", port)
+                except Exception:
+                    client_writer.close()
+                    return
+                await asyncio.gather(relay(client_reader, server_writer), relay(server_reader, client_writer))
+            asyncio.run(serve(accept))
+            """
 
     private let service: BackgroundService
 

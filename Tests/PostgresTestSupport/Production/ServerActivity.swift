@@ -1,6 +1,6 @@
-import TestSupport
 import PostgresAdapter
 public import ResourceKit
+import TestSupport
 
 /// `pg_stat_activity` on the real servers behind a setup (through direct connections, never through the
 /// pooler or balancer under test): finds the backends running a statement that carries a marker comment.
@@ -18,7 +18,9 @@ public struct ServerActivity: Sendable {
     public func active(_ marker: String) async throws -> [(server: Int, pid: Int32)] {
         var found: [(Int, Int32)] = []
         for (index, observer) in observers.enumerated() {
-            for pid in try await PostgresActivityProbe(observer: observer).backends(.running(marker)) { found.append((index, pid)) }
+            for pid in try await PostgresActivityProbe(observer: observer).backends(.running(marker)) {
+                found.append((index, pid))
+            }
         }
         return found
     }
@@ -44,13 +46,17 @@ public struct ServerActivity: Sendable {
             first = try await active(marker).first
             return first != nil
         }
-        guard let first else { throw PostgresError(.connection, "no backend ran the marked statement within \(timeout)") }
+        guard let first else {
+            throw PostgresError(.connection, "no backend ran the marked statement within \(timeout)")
+        }
         return first
     }
 
     /// Waits until no backend runs `marker`; returns how long that took, or `nil` if it still ran after `bound`.
     public func waitUntilStopped(_ marker: String, within bound: Duration = .seconds(1)) async throws -> Duration? {
-        try await PostgresActivityProbe.poll(every: .milliseconds(1), within: bound) { try await active(marker).isEmpty }
+        try await PostgresActivityProbe.poll(every: .milliseconds(1), within: bound) {
+            try await active(marker).isEmpty
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-@testable import ResourceKit
 import Testing
+
+@testable import ResourceKit
 
 /// The latest-task decisions as a pure value, without tasks or I/O.
 @Suite struct LatestTaskStateMachineTests {

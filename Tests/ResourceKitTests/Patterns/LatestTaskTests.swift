@@ -1,6 +1,7 @@
-@testable import ResourceKit
 import TestSupport
 import Testing
+
+@testable import ResourceKit
 
 /// Latest-wins keyed work through real pipes: each run registers a pipe in its scope and blocks reading it.
 @Suite struct LatestTaskTests {
@@ -52,21 +53,23 @@ import Testing
         let executions = Locked<[Int]>([])
         let registry = ResourceRegistry()
         // Timing is the subject (10 ms gaps against a 300 ms debounce): hold the gate.
-        try await exclusively { try await withResourceScope("connection", registry: registry) { scope in
-            let latest = try await LatestTask.start(in: scope, "burst", debounce: .milliseconds(300)) { id, _ in
-                executions.withLock { $0.append(id) }
-                return id
+        try await exclusively {
+            try await withResourceScope("connection", registry: registry) { scope in
+                let latest = try await LatestTask.start(in: scope, "burst", debounce: .milliseconds(300)) { id, _ in
+                    executions.withLock { $0.append(id) }
+                    return id
+                }
+                let updates = latest.output.updates()
+                for id in 1...20 {
+                    latest.update(id: id)
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                var iterator = updates.makeAsyncIterator()
+                #expect(await iterator.next()?.value == 20)
+                #expect(executions.withLock { $0 } == [20])
+                #expect(latest.stats.debouncedAway == 19)
             }
-            let updates = latest.output.updates()
-            for id in 1...20 {
-                latest.update(id: id)
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            var iterator = updates.makeAsyncIterator()
-            #expect(await iterator.next()?.value == 20)
-            #expect(executions.withLock { $0 } == [20])
-            #expect(latest.stats.debouncedAway == 19)
-        } }
+        }
     }
 
     /// Work that ignores cancellation (a callback API that answers late) returns after a newer run
@@ -110,7 +113,8 @@ import Testing
                 try await waitUntil("x blocked") { pipes["x"] != nil }
                 return latest
             }
-            #expect(pipes["x"]?.closeCount.load(ordering: .relaxed) == 1, "its work was cancelled when the request ended")
+            #expect(
+                pipes["x"]?.closeCount.load(ordering: .relaxed) == 1, "its work was cancelled when the request ended")
             #expect(wronglyBound.update(id: "y") == .refusedClosed)
 
             // Fix: bind it to the connection's scope, use it from the request.

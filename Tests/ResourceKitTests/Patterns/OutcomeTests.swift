@@ -1,6 +1,7 @@
-@testable import ResourceKit
 import TestSupport
 import Testing
+
+@testable import ResourceKit
 
 @Suite struct OutcomeTests {
     /// The seed's pitfall: `try?` around a cancelled await lets the next statement run. Written with
@@ -34,14 +35,18 @@ import Testing
     @Test func classifiesCompletedFailedCancelledAndDeadline() async throws {
         #expect(await withOutcome { 42 }.value == 42)
         let failed = await withOutcome { () async throws -> Int in throw AdapterFailure() }
-        guard case .failed(let error) = failed else { Issue.record("expected failed, got \(failed.name)"); return }
+        guard case .failed(let error) = failed else {
+            Issue.record("expected failed, got \(failed.name)")
+            return
+        }
         #expect(error is AdapterFailure)
         #expect(throws: AdapterFailure.self) { try failed.get() }
 
         // A deadline through a real pipe: its own outcome, never "failed" and never "cancelled".
         let pipe = try PipeResource()
         let deadline = await withOutcome {
-            try await withResourceScope("deadline", deadline: .now + .milliseconds(20), registry: ResourceRegistry()) { scope in
+            try await withResourceScope("deadline", deadline: .now + .milliseconds(20), registry: ResourceRegistry()) {
+                scope in
                 let handle = try await scope.register(pipe, kind: PipeResource.kind, label: "pipe")
                 return try await pipe.readByte(boundTo: handle)
             }

@@ -1,6 +1,7 @@
-@testable import ResourceKit
 import TestSupport
 import Testing
+
+@testable import ResourceKit
 
 @Suite struct ResourceOwnerTests {
     @Test func sameKeyRunsOnceAndRequestsObserveProgressAndOutcome() async throws {
@@ -39,7 +40,8 @@ import Testing
     @Test func shutdownGraceThenCancelThenWatchdog() async throws {
         let registry = ResourceRegistry()
         let events = registry.events()
-        let owner = ResourceOwner("sync", gracePeriod: .milliseconds(300), watchdog: .milliseconds(300), registry: registry)
+        let owner = ResourceOwner(
+            "sync", gracePeriod: .milliseconds(300), watchdog: .milliseconds(300), registry: registry)
         let finishSoon = OneShotEvent()
         let pipe = Locked<PipeResource?>(nil)
         let letStuckEnd = OneShotEvent()
@@ -73,7 +75,10 @@ import Testing
 
         var sawStuck = false
         for await event in events {
-            if case .leaked(.didNotStopAfterCancel) = event.what { sawStuck = true; break }
+            if case .leaked(.didNotStopAfterCancel) = event.what {
+                sawStuck = true
+                break
+            }
         }
         #expect(sawStuck)
         #expect(registry.liveCount == 1, "the stuck work is still live")
@@ -109,7 +114,10 @@ import Testing
         for label in ["database", "uploads", "notifications"] {
             let owner = group.makeOwner(label, gracePeriod: .zero)
             _ = try owner.run(key: "work") { _ in
-                do { try await Task.sleep(for: .seconds(60)) } catch { order.withLock { $0.append(label) } ; throw error }
+                do { try await Task.sleep(for: .seconds(60)) } catch {
+                    order.withLock { $0.append(label) }
+                    throw error
+                }
             }
         }
         let reports = await group.shutdown()

@@ -1,9 +1,11 @@
+import CSystemShims
+import Synchronization
+
+@testable import ResourceKit
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSystemShims
-@testable import ResourceKit
-import Synchronization
 
 /// A real pipe as a managed resource: operations wait on the read end through the reactor.
 final class PipeResource: ManagedResource {

@@ -1,5 +1,6 @@
-@testable import ResourceKit
 import Synchronization
+
+@testable import ResourceKit
 
 /// A resource that records what ResourceKit did to it, with configurable close behaviour.
 final class RecordingResource: ManagedResource {

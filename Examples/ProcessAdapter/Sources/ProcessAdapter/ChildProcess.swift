@@ -27,13 +27,17 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
     ///
     /// Cancellation: if `scope` is already cancelled, the child is terminated and reaped at once and the
     /// call throws `CancellationError`.
-    public static func spawn(_ arguments: [String], grace: Duration = .seconds(2), in scope: ResourceScope) async throws -> ChildProcess {
-        let stdout = try Syscall.makePipe(), stdin = try Syscall.makePipe()
+    public static func spawn(_ arguments: [String], grace: Duration = .seconds(2), in scope: ResourceScope) async throws
+        -> ChildProcess
+    {
+        let stdout = try Syscall.makePipe()
+        let stdin = try Syscall.makePipe()
         try Syscall.setNonBlocking(stdout.read)  // read through the reactor
         let pid: Int32
         do {
             // The core's spawner clears the signal mask and dispositions the runtime's threads carry.
-            pid = try Syscall.spawn(arguments, standardInput: .descriptor(stdin.read), standardOutput: .descriptor(stdout.write))
+            pid = try Syscall.spawn(
+                arguments, standardInput: .descriptor(stdin.read), standardOutput: .descriptor(stdout.write))
         } catch {
             [stdin.read, stdin.write, stdout.read, stdout.write].forEach(Syscall.close)
             throw error

@@ -31,7 +31,9 @@ import Testing
         var pid: pid_t = 0
         let started = ContinuousClock.now
         try await withResourceScope("stubborn") { scope in
-            let process = try await ChildProcess.spawn(["/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"], grace: .milliseconds(300), in: scope)
+            let process = try await ChildProcess.spawn(
+                ["/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 1; done"], grace: .milliseconds(300),
+                in: scope)
             pid = process.pid
             #expect(try await process.readLine() == "ready")
             scope.cancel()
