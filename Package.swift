@@ -34,11 +34,13 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "PostgresAdapter", dependencies: ["ResourceKit", "CLibPQ"], swiftSettings: strict),
         .target(name: "EmbeddedPostgres", dependencies: ["ResourceKit"], swiftSettings: strict),
+        // The CLI's command table and argument parsing, as a library so that they are unit-tested in-process.
+        .target(name: "DemoCommandLine", swiftSettings: strict),
         .executableTarget(
             name: "resource-demo",
             dependencies: [
                 "ResourceKit", "ResourceKitTesting", "SocketAdapter", "FileAdapter", "PostgresAdapter",
-                "EmbeddedPostgres", "CLibPQ",
+                "EmbeddedPostgres", "CLibPQ", "DemoCommandLine",
             ],
             swiftSettings: strict
         ),
@@ -97,6 +99,7 @@ let package = Package(
             dependencies: ["ResourceKitTesting", "ResourceKit", "CSystemShims", "TestSupport"],
             swiftSettings: strict
         ),
+        .testTarget(name: "DemoCommandLineTests", dependencies: ["DemoCommandLine"], swiftSettings: strict),
         // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.
         .testTarget(
             name: "ResourceDemoTests",

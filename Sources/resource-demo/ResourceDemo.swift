@@ -1,3 +1,4 @@
+import DemoCommandLine
 import Glibc
 import ResourceKit
 
@@ -8,74 +9,57 @@ import ResourceKit
 /// stopped.
 @main
 struct ResourceDemo {
-    static let version = "0.3.0"
+    static let version = "0.4.0"
+
+    /// How the command's task ended.
+    enum Ending: Sendable {
+        case status(Int32)
+        case usage(UsageError)
+    }
 
     static func main() async {
         let all = Array(CommandLine.arguments.dropFirst())
         if all == ["_silent-peer"] { SilentPeerMode.serve() }  // the benchmark's peer process
-        if all == ["--version"] {
-            Console.line("resource-demo \(version) (ResourceKit)")
-            exit(0)
-        }
-        if all.first == "--help" || all.first == "-h" || all.first == "help" {
-            Console.line(HelpText.overview)
-            exit(0)
-        }
-        let command = all.first.flatMap { $0.hasPrefix("--") ? nil : $0 } ?? "tour"
-        let rest = all.first == command ? Array(all.dropFirst()) : all
-        guard let spec = HelpText.commands[command] else { usage("unknown command '\(command)'") }
-        if rest.contains("--help") || rest.contains("-h") {
-            Console.line(spec.help)
-            exit(0)
-        }
+        let request = CommandLineRequest.parse(
+            all, commands: CommandTable.all, overview: CommandTable.overview,
+            version: "resource-demo \(version) (ResourceKit)")
+        let command: any DemoCommand.Type
         let arguments: Arguments
-        do {
-            arguments = try Arguments(
-                command: command, rest, valueFlags: spec.valueFlags, switchFlags: spec.switchFlags)
-        } catch {
-            usage(String(describing: error))
+        switch request {
+        case .print(let text):
+            Console.line(text)
+            exit(0)
+        case .usageError(let error):
+            exit(usage(error))
+        case .run(let name, let parsed):
+            command = CommandTable.all.first { $0.name == name }!  // parse found it in the same table
+            arguments = parsed
         }
-
-        // Owner: `main`, which awaits it (signals cancel it).
-        let work = Task<Int32, Never> {
+        // Owner: `main`, which awaits it (signals cancel it). A usage error found while running is returned,
+        // not exited on, so that the command's resources are torn down first.
+        let work = Task<Ending, Never> {
             do {
-                return try await dispatch(command, arguments)
+                return .status(try await command.run(arguments))
             } catch let error as UsageError {
-                usage(error.description)
+                return .usage(error)
             } catch {
-                if Task.isCancelled { return 0 }
+                if Task.isCancelled { return .status(0) }
                 Console.error("resource-demo: \(error)")
-                return 1
+                return .status(1)
             }
         }
         let signals = SignalCanceller { work.cancel() }
-        let status = await work.value
-        exit(signals.exitStatus ?? status)
-    }
-
-    static func dispatch(_ command: String, _ arguments: Arguments) async throws -> Int32 {
-        switch command {
-        case "tour": return try await Tour.run(arguments)
-        case "pg": return try await PgCommand.run(arguments)
-        case "socket": return try await StreamCommands.socket(arguments)
-        case "file": return try await StreamCommands.file(arguments)
-        case "latest": return try await LatestCommand.run(arguments)
-        case "serve": return try await ServeCommand.run(arguments)
-        case "listen": return try await BulkCommands.listen(arguments)
-        case "copy": return try await BulkCommands.copy(arguments)
-        case "bench":
-            try await Bench.run(
-                quick: arguments.has("--quick"), core: arguments.has("--core"), json: arguments.has("--json"),
-                postgres: arguments.value("--postgres"), report: arguments.value("--report")
-            )
-            return 0
-        default: throw UsageError("unknown command '\(command)'")
+        let status: Int32
+        switch await work.value {
+        case .status(let code): status = code
+        case .usage(let error): status = usage(error)
         }
+        exit(signals.exitStatus ?? status)
     }
 }
 
-/// Prints a usage error (naming the bad flag or value) and exits with status 2.
-func usage(_ message: String) -> Never {
-    Console.error("resource-demo: \(message) (try --help)")
-    exit(2)
+/// Prints a usage error (naming the bad flag or value); returns the exit status for it, 2.
+func usage(_ error: UsageError) -> Int32 {
+    Console.error("resource-demo: \(error.description) (try --help)")
+    return 2
 }

@@ -34,6 +34,23 @@ import Testing
         #expect(versionStatus == 0 && version.standardOutput.hasPrefix("resource-demo "))
     }
 
+    /// The command table is the one source: README's usage block lists exactly the synopses `--help` prints.
+    @Test func readmeListsTheCommandTable() async throws {
+        let (status, process) = try await DemoProcess.run(["--help"])
+        #expect(status == 0)
+        let synopses = process.standardOutput.split(separator: "\n")
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.hasPrefix("resource-demo ") }
+        #expect(synopses.count == 10, "nine commands and the help line")
+        let readmePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../README.md").standardizedFileURL.path
+        let readme = try String(contentsOfFile: readmePath, encoding: .utf8)
+        let block = try #require(readme.components(separatedBy: "```\nresource-demo [tour]").dropFirst().first)
+        let documented = ("resource-demo [tour]" + block.components(separatedBy: "```")[0])
+            .split(separator: "\n").map(String.init)
+        #expect(documented == synopses, "README's usage block and --help differ")
+    }
+
     @Test func fileCopiesARegularFileAndMissingFileFails() async throws {
         let path = "/tmp/resource-demo-file-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try "hello\nworld\n".write(toFile: path, atomically: true, encoding: .utf8)

@@ -1,3 +1,4 @@
+import DemoCommandLine
 import Foundation
 
 /// Samples of one quantity, with quantiles.

@@ -1,3 +1,4 @@
+import DemoCommandLine
 import Foundation
 import PostgresAdapter
 import ResourceKit

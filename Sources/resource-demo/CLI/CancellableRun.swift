@@ -1,3 +1,4 @@
+import DemoCommandLine
 import ResourceKit
 
 /// How one cancellable demo operation ended, with the time from the cancel to the task's return.

@@ -42,66 +42,6 @@ enum Console {
     }
 }
 
-/// A JSON object with keys in insertion order.
-struct JSONLine {
-    enum Value {
-        case string(String)
-        case int(Int64)
-        case double(Double)
-        case bool(Bool)
-        case null
-    }
-
-    private var fields: [(String, Value)] = []
-
-    init(_ fields: KeyValuePairs<String, Value> = [:]) {
-        for (key, value) in fields { self.fields.append((key, value)) }
-    }
-
-    mutating func set(_ key: String, _ value: Value) {
-        if let index = fields.firstIndex(where: { $0.0 == key }) {
-            fields[index].1 = value
-        } else {
-            fields.append((key, value))
-        }
-    }
-
-    var text: String {
-        "{" + fields.map { "\(JSONLine.quote($0.0)): \(JSONLine.render($0.1))" }.joined(separator: ", ") + "}"
-    }
-
-    static func render(_ value: Value) -> String {
-        switch value {
-        case .string(let text): return quote(text)
-        case .int(let number): return String(number)
-        case .double(let number): return number.isFinite ? String(number) : "null"
-        case .bool(let flag): return flag ? "true" : "false"
-        case .null: return "null"
-        }
-    }
-
-    static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
-}
-
 extension Duration {
     /// Whole microseconds.
     var microseconds: Int64 {

@@ -1,3 +1,4 @@
+import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
 

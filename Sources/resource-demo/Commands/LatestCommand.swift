@@ -1,10 +1,11 @@
+import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
 
 /// `resource-demo latest [--ids a,ab,abc,...] [--debounce DURATION] [--postgres URL] [--json]`: feeds ids
 /// 50 ms apart to a ``LatestTask`` whose work is a 200 ms query; shows which ids reached the server (a
 /// sequence the query advances) and that superseded queries were cancelled there.
-enum LatestCommand {
+enum LatestCommand: Sendable {
     static let valueFlags: Set<String> = ["--ids", "--debounce", "--postgres"]
     static let gap: Duration = .milliseconds(50)
 

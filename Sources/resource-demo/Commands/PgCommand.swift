@@ -1,9 +1,10 @@
+import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
 
 /// `resource-demo pg --sql SQL [--cancel-after DURATION] [--postgres URL] [--json]`: runs one statement; a
 /// cancel (the timer or a signal) sends a cancel request, and the command reports whether the backend is idle.
-enum PgCommand {
+enum PgCommand: Sendable {
     static let valueFlags: Set<String> = ["--sql", "--cancel-after", "--postgres"]
 
     static func run(_ arguments: Arguments) async throws -> Int32 {

@@ -1,3 +1,4 @@
+import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
 import SocketAdapter
@@ -11,7 +12,7 @@ import SocketAdapter
 /// one number per line, then `OK`; `QUIT` → `BYE` and close. Anything else → `ERR <reason>`, and the
 /// connection stays usable; a line over 4 KiB → `ERR line too long`, and the connection is closed. No SQL is
 /// ever taken from the network.
-enum ServeCommand {
+enum ServeCommand: Sendable {
     static let valueFlags: Set<String> = ["--listen", "--metrics", "--postgres", "--pool", "--max-connections"]
 
     struct Configuration: Sendable {

@@ -1,3 +1,4 @@
+import DemoCommandLine
 import FileAdapter
 import Glibc
 import ResourceKit

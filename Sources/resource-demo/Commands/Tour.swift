@@ -1,3 +1,4 @@
+import DemoCommandLine
 import FileAdapter
 import Glibc
 import PostgresAdapter
@@ -7,7 +8,7 @@ import SocketAdapter
 /// `resource-demo [tour]`: socket, FIFO and Postgres cancellation and the latest-wins pattern, ending with a
 /// table of what tore each resource down, how long the cancelled task took to return, and what the other
 /// side confirmed.
-enum Tour {
+enum Tour: Sendable {
     struct Row: Sendable {
         var resource: String
         var tornDownBy: String
