@@ -102,7 +102,7 @@ import Testing
             _ = Array("grown\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             Syscall.close(fd)
             #expect(await iterator.next() == "grown")
-            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+            try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
             let cancelled = ContinuousClock.now
             follower.cancel()
             await #expect(throws: CancellationError.self) { try await follower.value }

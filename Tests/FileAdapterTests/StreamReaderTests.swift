@@ -34,7 +34,7 @@ import Testing
                         return try await reader.read()
                     }
                 }
-                try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+                try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
                 let cancelled = ContinuousClock.now
                 task.cancel()
                 let result = await task.result

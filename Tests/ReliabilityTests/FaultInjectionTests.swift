@@ -45,7 +45,7 @@ import Testing
             let client = try await SocketConnection.connect(host: "127.0.0.1", port: listener.port, in: scope)
             let server = try await listener.accept(in: scope)
             let read = Task { try await client.read(upTo: 64) }
-            try await waitUntil("read parked") { IOReactor.shared.waitingDescriptorCount > 0 }
+            try await until("read parked", IOReactor.shared.waitingDescriptorCounts()) { $0 > 0 }
             server.resetConnection()
             await #expect { try await read.value } throws: { ($0 as? SocketError)?.code == .connectionReset }
         }

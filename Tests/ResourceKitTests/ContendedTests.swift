@@ -93,7 +93,7 @@ import Testing
                     }
                 }
                 // The event we wait for: the read is parked in the reactor.
-                try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+                try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
                 let cancelled = ContinuousClock.now
                 task.cancel()
                 let result = await task.result
@@ -145,7 +145,7 @@ import Testing
                     return cancelled
                 }
             }
-            try await waitUntil { !(reactor.waitingDescriptorCount < count) }
+            try await until("every wait parks", reactor.waitingDescriptorCounts()) { [count] in $0 >= count }
             let start = ContinuousClock.now
             outcomes.cancel()
             let cancelled = await outcomes.value

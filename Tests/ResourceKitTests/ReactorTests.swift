@@ -29,7 +29,7 @@ import Testing
         let reactor = IOReactor(name: "test.reactor.close")
         defer { reactor.shutdown() }
         let waiter = Task { try await reactor.wait(for: pipe.readFD, .readable) }
-        try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+        try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
         reactor.descriptorWillClose(pipe.readFD)
         await #expect { try await waiter.value } throws: { ($0 as? ResourceKitError)?.code == .descriptorClosed }
         Syscall.close(pipe.readFD)
@@ -44,7 +44,7 @@ import Testing
         let first = try PipeResource(reactor: reactor)
         let number = first.readFD
         let oldWaiter = Task { try await reactor.wait(for: number, .readable) }
-        try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+        try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
         // Close behind the reactor's back, then make `number` refer to a brand-new pipe.
         let second = try PipeResource(reactor: reactor)
         #expect(dup2(second.readFD, number) == number)

@@ -97,7 +97,7 @@ import Testing
             let result: Result<UInt8, any Error> = try await withResourceScope("inner") { inner in
                 let handle = try! await inner.register(pipe, kind: PipeResource.kind, label: "pipe")
                 let reader = Task { try await pipe.readByte(boundTo: handle) }
-                try await waitUntil { !(IOReactor.shared.waitingDescriptorCount == 0 && !handle.isCancelled) }
+                try await until("the read parks", IOReactor.shared.waitingDescriptorCounts()) { $0 > 0 }
                 inner.cancel()
                 return await reader.result
             }

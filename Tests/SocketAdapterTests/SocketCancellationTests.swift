@@ -30,7 +30,7 @@ import Testing
                     let accepted = try await listener.accept(in: server)  // held open and silent
                     for await _ in connected.stream { break }
                     // The event we wait for: the read is parked in the (client's own) reactor.
-                    try await waitUntil { !(clientReactor.waitingDescriptorCount == 0) }
+                    try await until("a wait parks", clientReactor.waitingDescriptorCounts()) { $0 > 0 }
                     let cancelled = ContinuousClock.now
                     client.cancel()
                     let result = await client.result
@@ -56,7 +56,7 @@ import Testing
                     return try await listener.accept(in: scope)
                 }
             }
-            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+            try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
             let cancelled = ContinuousClock.now
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
@@ -94,7 +94,7 @@ import Testing
                         host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
                 }
                 let attempt = try #require(pending)
-                try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+                try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
                 let cancelled = ContinuousClock.now
                 attempt.cancel()
                 await #expect(throws: CancellationError.self) { try await attempt.value }

@@ -99,7 +99,7 @@ import Testing
                 }
             }
             let silent = try await listener.accept(in: server)
-            try await waitUntil { !(reactor.waitingDescriptorCount == 0) }
+            try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
             writer.cancel()
             await #expect(throws: CancellationError.self) { try await writer.value }
             _ = silent

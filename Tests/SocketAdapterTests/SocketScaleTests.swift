@@ -52,7 +52,7 @@ import Testing
                     }
                 }
             }
-            try await waitUntil { !(reactor.waitingDescriptorCount < count) }
+            try await until("every wait parks", reactor.waitingDescriptorCounts()) { [count] in $0 >= count }
             #expect(registry.liveCount == count)
             let start = ContinuousClock.now
             readers.cancel()

@@ -49,3 +49,18 @@ public func collectEvents<Element: Sendable>(
         return result
     }
 }
+
+/// Waits until a value of `stream` satisfies `predicate`: synchronisation by an event stream (for example
+/// ``IOReactor/waitingDescriptorCounts()``), never by polling. Throws ``ConditionNeverHeld`` after `timeout`
+/// instead of hanging.
+public func until<Element: Sendable>(
+    _ what: String,
+    _ stream: AsyncStream<Element>,
+    timeout: Duration = .seconds(10),
+    _ predicate: @escaping @Sendable (Element) -> Bool
+) async throws {
+    let seen = await collectEvents(stream, timeout: timeout) { seen in seen.last.map(predicate) ?? false }
+    guard let last = seen.last, predicate(last) else {
+        throw ConditionNeverHeld(description: "timed out waiting for \(what)")
+    }
+}

@@ -45,6 +45,8 @@ public final class IOReactor: Sendable {
     private let state = Locked(State())
     private let stopped = Atomic<Bool>(false)
     private let nextWaiter = Atomic<UInt64>(0)
+    /// Every change of the number of descriptors with a waiter, for ``waitingDescriptorCounts()``.
+    private let counts = Broadcast<Int>()
 
     /// Starts a reactor with its own thread. If epoll or eventfd cannot be created (descriptor exhaustion),
     /// the reactor is unavailable and every wait throws ``ResourceKitError/Code/reactorUnavailable``.
@@ -106,7 +108,7 @@ public final class IOReactor: Sendable {
     private typealias Table = ReadinessTable<CancellationCell<IOEvents>>
 
     private func register(fd: Int32, interest: IOInterest, id: UInt64, cell: CancellationCell<IOEvents>) {
-        let (request, failures) = state.withLock { state -> (Table.Request?, [Table.Failure]) in
+        let (request, failures) = withTable { state -> (Table.Request?, [Table.Failure]) in
             guard state.running else {
                 return (nil, [(cell, ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"))])
             }
@@ -124,7 +126,7 @@ public final class IOReactor: Sendable {
             let result =
                 rk_epoll_ctl(epollFD, request.op.rawValue, request.fd, request.events, request.registration) == 0
                 ? 0 : Syscall.errno
-            let (follow, failures) = state.withLock { $0.table.finish(request, result: result) }
+            let (follow, failures) = withTable { $0.table.finish(request, result: result) }
             Self.fail(failures)
             next = follow
         }
@@ -137,7 +139,7 @@ public final class IOReactor: Sendable {
     /// Tells the reactor that `fd` is about to be closed: its waiters throw
     /// ``ResourceKitError/Code/descriptorClosed`` and its registration is removed. Call it before `close(fd)`.
     public func descriptorWillClose(_ fd: Int32) {
-        let (waiters, delete) = state.withLock { $0.table.descriptorWillClose(fd: fd) }
+        let (waiters, delete) = withTable { $0.table.descriptorWillClose(fd: fd) }
         if let delete {
             _ = rk_epoll_ctl(epollFD, delete.op.rawValue, fd, 0, delete.registration)
         }
@@ -148,6 +150,24 @@ public final class IOReactor: Sendable {
 
     /// Number of descriptors with a waiter (for tests and snapshots).
     public var waitingDescriptorCount: Int { state.withLock { $0.table.count } }
+
+    /// The number of descriptors with a waiter: the current one, then every change. For tests and tools
+    /// that wait for "the read is parked" as an event rather than by polling ``waitingDescriptorCount``. The
+    /// stream ends when its consumer stops iterating; a slow consumer sees the newest counts.
+    public func waitingDescriptorCounts() -> AsyncStream<Int> {
+        counts.subscribe(bufferingNewest: 64) { waitingDescriptorCount }
+    }
+
+    /// Runs `body` under the lock; publishes the waiting-descriptor count after it if `body` changed it.
+    private func withTable<Result>(_ body: (inout State) -> Result) -> Result {
+        let (result, changed) = state.withLock { state -> (Result, Int?) in
+            let before = state.table.count
+            let result = body(&state)
+            return (result, state.table.count == before ? nil : state.table.count)
+        }
+        if let changed { counts.yield(changed) }
+        return result
+    }
 
     /// Runs `action` on the reactor thread at `instant` (or soon after: timers have millisecond resolution).
     /// `action` must be short and non-blocking.
@@ -176,7 +196,7 @@ public final class IOReactor: Sendable {
     /// timers never fire. The shared reactor is never shut down.
     public func shutdown() {
         guard setupError == nil, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let waiters = state.withLock { state -> [CancellationCell<IOEvents>] in
+        let waiters = withTable { state -> [CancellationCell<IOEvents>] in
             state.running = false
             return state.table.removeAll()
         }
@@ -189,7 +209,7 @@ public final class IOReactor: Sendable {
     /// The cancel path: forgets the waiter, under the lock, with no system call (its one-shot registration
     /// stays armed and harmless; see ``ReadinessTable``).
     private func removeWaiter(fd: Int32, id: UInt64) {
-        state.withLock { $0.table.remove(fd: fd, id: id) }
+        withTable { $0.table.remove(fd: fd, id: id) }
     }
 
     private func loop() {
@@ -225,7 +245,7 @@ public final class IOReactor: Sendable {
             var woken = false
             var ready: [(CancellationCell<IOEvents>, IOEvents)] = []
             var rearm: [Table.Request] = []
-            let due = state.withLock { state -> [@Sendable () -> Void] in
+            let due = withTable { state -> [@Sendable () -> Void] in
                 state.sleep = .awake
                 for i in 0..<count {
                     if registrations[i] == 0 {

@@ -18,9 +18,23 @@ final class Broadcast<Element: Sendable>: Sendable {
     /// may not reach it, as with the lock alone.
     var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
+    /// A stream of every value yielded from now on, starting with `current()` read just after subscribing
+    /// (so that no change between the read and the subscription is lost: the stream ends on the newest value).
+    func subscribe(bufferingNewest limit: Int, startingWith current: () -> Element) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(limit))
+        add(continuation)
+        continuation.yield(current())
+        return stream
+    }
+
     /// A stream of every value yielded from now on; already finished if ``finish()`` ran.
     func subscribe(bufferingNewest limit: Int) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(limit))
+        add(continuation)
+        return stream
+    }
+
+    private func add(_ continuation: AsyncStream<Element>.Continuation) {
         let id = state.withLock { state -> UInt64? in
             guard !state.finished else { return nil }
             state.nextID += 1
@@ -30,7 +44,7 @@ final class Broadcast<Element: Sendable>: Sendable {
         }
         guard let id else {
             continuation.finish()
-            return stream
+            return
         }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
@@ -39,7 +53,6 @@ final class Broadcast<Element: Sendable>: Sendable {
                 self.subscriberCount.store(state.subscribers.count, ordering: .relaxed)
             }
         }
-        return stream
     }
 
     func yield(_ value: Element) {

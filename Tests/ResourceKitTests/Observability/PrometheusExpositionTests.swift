@@ -26,7 +26,7 @@ import Testing
         let pipe = try PipeResource()
         let handle = try registry.register(pipe, kind: PipeResource.kind, label: "pipe")
         let read = Task { try await pipe.readByte(boundTo: handle) }
-        try await waitUntil("the read parks") { IOReactor.shared.waitingDescriptorCount > 0 }
+        try await until("the read parks", IOReactor.shared.waitingDescriptorCounts()) { $0 > 0 }
         handle.cancel()
         _ = await read.result
         handle.report("test.cancel.request")
