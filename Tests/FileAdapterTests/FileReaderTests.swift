@@ -1,3 +1,4 @@
+import Dispatch
 import FileAdapter
 import Glibc
 import Synchronization
@@ -57,23 +58,23 @@ import Testing
             let registry = ResourceRegistry()
             try await withResourceScope("file", registry: registry) { scope in
                 let reader = try await FileReader.open(path: path, chunkSize: 16, in: scope, pool: pool)
-                let gate = Locked<Bool>(false)
-                let blockerStarted = Atomic<Bool>(false)
+                let gate = DispatchSemaphore(value: 0)
+                let blockerStarted = OneShotEvent()
                 // Occupy the only pool thread so the reader's chunk job stays queued.
                 let blocker = Task {
                     try await pool.run {
-                        blockerStarted.store(true, ordering: .relaxed)
-                        while !gate.withLock({ $0 }) { sched_yield() }
+                        blockerStarted.set()
+                        gate.wait()  // a pool thread may block: that is what it is for
                     }
                 }
-                try await waitUntil { !(!blockerStarted.load(ordering: .relaxed)) }
+                try await blockerStarted.wait(deadline: .now + .seconds(10))
                 let reading = Task { try await reader.read() }
-                try await waitUntil { !(pool.queuedCount == 0) }
+                try await until("the chunk job is queued", pool.queuedCountUpdates()) { $0 > 0 }
                 let cancelled = ContinuousClock.now
                 reading.cancel()
                 await #expect(throws: CancellationError.self) { try await reading.value }
                 #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
-                gate.withLock { $0 = true }
+                gate.signal()
                 try await blocker.value
                 // The dropped chunk did not move the offset: the next read starts at byte 0.
                 #expect(try await reader.read() == (0..<16).map { UInt8($0) })

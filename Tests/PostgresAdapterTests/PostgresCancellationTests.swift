@@ -105,11 +105,8 @@ import Testing
                     rows.continuation.yield(try row.decode(Int.self, at: 0))
                 }
             }
-            var seen = 0
-            for await _ in rows.stream {
-                seen += 1
-                if seen == 1000 { break }
-            }
+            let seen = await collectEvents(rows.stream) { $0.count == 1000 }.count
+            try #require(seen == 1000, "the stream delivered \(seen) rows")
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(try await connection.query("SELECT 2").first?.decode(Int.self, at: 0) == 2)

@@ -1,3 +1,4 @@
+import Dispatch
 import PostgresTestSupport
 import ResourceKit
 import TestSupport
@@ -58,26 +59,26 @@ import Testing
     /// once, and nothing is left registered.
     @Test func cancellingDuringASlowResolutionReturnsAtOnce() async throws {
         let pool = BlockingPool(threadCount: 1, name: "rk.test.resolve")
-        let release = OneShotEvent()
-        let blocker = Locked(false)
+        let release = DispatchSemaphore(value: 0)
+        let busy = OneShotEvent()
         pool.submit {
-            blocker.withLock { $0 = true }
-            while !release.isSet { sched_yield() }
+            busy.set()
+            release.wait()  // a pool thread may block: that is what it is for
         }
-        try await waitUntil("the only pool thread is busy") { blocker.withLock { $0 } }
+        try await busy.wait(deadline: .now + .seconds(10))
         let registry = ResourceRegistry()
         let task = Task {
             try await withResourceScope("resolve", registry: registry) { scope in
                 try await PostgresConnection.connect("host=localhost port=1 user=u", in: scope, pool: pool)
             }
         }
-        try await waitUntil("resolution queued") { pool.queuedCount == 1 }
+        try await until("resolution queued", pool.queuedCountUpdates()) { $0 == 1 }
         let cancelled = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
         #expect(registry.liveCount == 0)
-        release.set()
+        release.signal()
         pool.shutdown()
     }
 }

@@ -24,7 +24,7 @@ import Testing
                 Syscall.close(gate.readFD)
                 Syscall.close(gate.writeFD)
             }
-            let blockerStarted = Atomic<Bool>(false)
+            let blockerStarted = OneShotEvent()
             let hookRan = Atomic<Bool>(false)
             let readFD = gate.readFD
             // Occupies the only thread with a truly blocking call until the hook opens the gate.
@@ -33,15 +33,15 @@ import Testing
                     hookRan.store(true, ordering: .relaxed)
                     gate.writeByte()
                 }) {
-                    blockerStarted.store(true, ordering: .relaxed)
+                    blockerStarted.set()
                     var pfd = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
                     _ = poll(&pfd, 1, 10_000)
                 }
             }
-            try await waitUntil { !(!blockerStarted.load(ordering: .relaxed)) }
+            try await blockerStarted.wait(deadline: .now + .seconds(10))
             let queuedRan = Atomic<Bool>(false)
             let queued = Task { try await pool.run { queuedRan.store(true, ordering: .relaxed) } }
-            try await waitUntil { !(pool.queuedCount == 0) }
+            try await until("a job is queued", pool.queuedCountUpdates()) { $0 > 0 }
             queued.cancel()
             await #expect(throws: CancellationError.self) { try await queued.value }
             let cancelled = ContinuousClock.now
@@ -65,17 +65,17 @@ import Testing
             Syscall.close(gate.writeFD)
         }
         let readFD = gate.readFD
-        let started = Atomic<Bool>(false)
+        let started = OneShotEvent()
         let blocker = Task {
             try await pool.run {
-                started.store(true, ordering: .relaxed)
+                started.set()
                 var pfd = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
                 _ = poll(&pfd, 1, 10_000)
             }
         }
-        try await waitUntil { !(!started.load(ordering: .relaxed)) }
+        try await started.wait(deadline: .now + .seconds(10))
         let queued = Task { try await pool.run {} }
-        try await waitUntil { !(pool.queuedCount == 0) }
+        try await until("a job is queued", pool.queuedCountUpdates()) { $0 > 0 }
         await #expect { try await pool.run {} } throws: { ($0 as? ResourceKitError)?.code == .blockingPoolFull }
         gate.writeByte()
         try await blocker.value

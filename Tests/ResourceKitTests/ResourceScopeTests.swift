@@ -55,7 +55,7 @@ import Testing
                 _ = try await pipe.readByte(boundTo: handle)
             }
         }
-        try await waitUntil { !(registry.liveCount < 2) }
+        try await until("two resources registered", registry.liveCountUpdates()) { $0 >= 2 }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         let otherCancels = other.cancelCount.load(ordering: .relaxed)
@@ -79,7 +79,7 @@ import Testing
                 }
             }
         }
-        try await waitUntil { !(registry.liveCount < 1) }
+        try await until("the resource registered", registry.liveCountUpdates()) { $0 >= 1 }
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         let closes = pipe.closeCount.load(ordering: .relaxed)
@@ -195,11 +195,7 @@ import Testing
         #expect(counters?.failed == 1)
         #expect(counters?.closed == 2)
         #expect(registry.liveCount == 0)
-        var kinds: [ResourceEvent.What] = []
-        for await event in events {
-            kinds.append(event.what)
-            if kinds.count == 4 { break }
-        }
+        let kinds = await collectEvents(events) { $0.count == 4 }.map(\.what)
         #expect(kinds.contains(.closeFailed(errorType: "Failure")))
     }
 
@@ -258,11 +254,10 @@ import Testing
         }
         #expect(registry.liveCount == 0)
         #expect(registry.snapshot().counters[kind.name]?.leaked == 1)
-        for await event in events {
-            if case .leaked(.deinitializedWithoutClose) = event.what { break }
-        }
+        let seen = await collectEvents(events) { $0.contains { $0.what == .leaked(.deinitializedWithoutClose) } }
+        #expect(seen.contains { $0.what == .leaked(.deinitializedWithoutClose) })
         // Best-effort close after the leak report.
-        try await waitUntil { !(log.all.count < 2) }
+        try await until("the best-effort close", log.entries.values()) { $0.count >= 2 }
         #expect(log.all == ["cancel orphan", "close orphan"])
     }
 

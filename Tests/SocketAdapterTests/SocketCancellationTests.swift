@@ -28,7 +28,7 @@ import Testing
                         }
                     }
                     let accepted = try await listener.accept(in: server)  // held open and silent
-                    for await _ in connected.stream { break }
+                    _ = await collectEvents(connected.stream) { !$0.isEmpty }
                     // The event we wait for: the read is parked in the (client's own) reactor.
                     try await until("a wait parks", clientReactor.waitingDescriptorCounts()) { $0 > 0 }
                     let cancelled = ContinuousClock.now

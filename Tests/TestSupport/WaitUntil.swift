@@ -1,3 +1,5 @@
+import ResourceKit
+
 /// Thrown by ``waitUntil(_:timeout:_:)`` when the awaited state never came.
 public struct ConditionNeverHeld: Error, CustomStringConvertible {
     public let description: String
@@ -62,5 +64,49 @@ public func until<Element: Sendable>(
     let seen = await collectEvents(stream, timeout: timeout) { seen in seen.last.map(predicate) ?? false }
     guard let last = seen.last, predicate(last) else {
         throw ConditionNeverHeld(description: "timed out waiting for \(what)")
+    }
+}
+
+/// A value a test's own code updates and another part of the test awaits: `update` publishes every new
+/// value to ``values()``, so that waiting is an event (with ``until(_:_:timeout:_:)``), never a poll.
+public final class ObservedValue<Value: Sendable>: Sendable {
+    private struct State: Sendable {
+        var value: Value
+        var subscribers: [UInt64: AsyncStream<Value>.Continuation] = [:]
+        var next: UInt64 = 0
+    }
+
+    private let state: Locked<State>
+
+    /// A value starting at `initial`.
+    public init(_ initial: Value) {
+        state = Locked(State(value: initial))
+    }
+
+    /// The current value.
+    public var value: Value { state.withLock { $0.value } }
+
+    /// Changes the value and publishes the result.
+    public func update(_ body: @Sendable (inout Value) -> Void) {
+        let (value, subscribers) = state.withLock { state -> (Value, [AsyncStream<Value>.Continuation]) in
+            body(&state.value)
+            return (state.value, Array(state.subscribers.values))
+        }
+        for subscriber in subscribers { subscriber.yield(value) }
+    }
+
+    /// The current value, then every update.
+    public func values() -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let id = state.withLock { state -> UInt64 in
+            state.next += 1
+            state.subscribers[state.next] = continuation
+            return state.next
+        }
+        continuation.yield(value)
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
     }
 }

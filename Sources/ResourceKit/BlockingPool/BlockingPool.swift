@@ -37,6 +37,7 @@ public final class BlockingPool: Sendable {
     public let queueLimit: Int
     private let name: String
     private let queue = Locked(Queue(), withCondition: true)
+    private let queuedCounts = Broadcast<Int>()
 
     /// Creates a pool; its threads start on the first job.
     public init(threadCount: Int, queueLimit: Int = 65_536, name: String = "rk.blocking") {
@@ -86,6 +87,12 @@ public final class BlockingPool: Sendable {
     /// Number of jobs waiting for a thread.
     public var queuedCount: Int { queue.withLock { $0.pending } }
 
+    /// The number of queued jobs: the current one, then every change. For tests that wait for "a job is
+    /// queued behind a busy thread" as an event rather than by polling ``queuedCount``.
+    public func queuedCountUpdates() -> AsyncStream<Int> {
+        queuedCounts.subscribe(bufferingNewest: 64) { queuedCount }
+    }
+
     /// Number of jobs running now.
     public var runningCount: Int { queue.withLock { $0.running } }
 
@@ -107,6 +114,7 @@ public final class BlockingPool: Sendable {
             queue.started = true
             return (nil, start)
         }
+        if error == nil, queuedCounts.hasSubscribers { queuedCounts.yield(queuedCount) }
         if startThreads {
             for index in 0..<threadCount {
                 let threadName = "\(name).\(index)"
@@ -137,6 +145,7 @@ public final class BlockingPool: Sendable {
                 return queue.shutDown ? .some(nil) : nil
             }
             guard let job = next else { return }
+            if queuedCounts.hasSubscribers { queuedCounts.yield(queuedCount) }
             if !job.isAbandoned() {
                 job.execute()
             }

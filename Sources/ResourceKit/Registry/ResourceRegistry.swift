@@ -26,6 +26,7 @@ public final class ResourceRegistry: Sendable {
 
     private let state = Locked(State())
     private let broadcast = Broadcast<ResourceEvent>()
+    private let liveCounts = Broadcast<Int>()
     private let sink = Locked<(any ResourceEventSink)?>(nil)
     /// Mirrors `sink != nil` (written under the sink's lock): with no sink and no subscriber, events are not
     /// even built.
@@ -91,14 +92,15 @@ public final class ResourceRegistry: Sendable {
             deadline: deadline, registry: self
         )
         let info = handle.info
-        let duplicate = state.withLock { state -> Bool in
-            if state.byObject[object] != nil { return true }
+        let (duplicate, live) = state.withLock { state -> (Bool, Int) in
+            if state.byObject[object] != nil { return (true, state.live.count) }
             if state.kinds[kind.name] == nil { state.kinds[kind.name] = kind }
             state.live[handle.id] = Entry(handleInfo: info, object: object)
             state.byObject[object] = handle.id
             state.counters[kind.name, default: .init()].acquired += 1
-            return false
+            return (false, state.live.count)
         }
+        liveCounts.yield(live)
         if duplicate {
             handle.markRejectedDuplicate()
             throw ResourceKitError(.alreadyRegistered, "this resource object is already registered and not closed")
@@ -111,6 +113,12 @@ public final class ResourceRegistry: Sendable {
 
     /// Number of live (registered, not yet closed) resources.
     public var liveCount: Int { state.withLock { $0.live.count } }
+
+    /// The number of live resources: the current one, then every change. For tests and tools that wait for
+    /// "everything was closed" as an event rather than by polling ``liveCount``.
+    public func liveCountUpdates() -> AsyncStream<Int> {
+        liveCounts.subscribe(bufferingNewest: 64) { liveCount }
+    }
 
     /// A copy of the current state.
     public func snapshot() -> RegistrySnapshot {
@@ -149,12 +157,14 @@ public final class ResourceRegistry: Sendable {
     }
 
     func didClose(_ handle: ResourceHandle, outcome: CloseOutcome) {
-        state.withLock { state in
+        let live = state.withLock { state -> Int in
             if let entry = state.live.removeValue(forKey: handle.id) {
                 state.byObject.removeValue(forKey: entry.object)
             }
             Self.count(outcome, in: &state.counters[handle.kind.name, default: .init()])
+            return state.live.count
         }
+        liveCounts.yield(live)
         switch outcome {
         case .closed(let d):
             publish(ResourceEvent(resource: handle.info, what: .closed(d), at: .now))
@@ -188,13 +198,15 @@ public final class ResourceRegistry: Sendable {
     }
 
     func didLeak(_ info: ResourceInfo, reason: LeakReason) {
-        state.withLock { state in
+        let live = state.withLock { state -> Int in
             if let entry = state.live.removeValue(forKey: info.id) {
                 state.byObject.removeValue(forKey: entry.object)
             }
             state.counters[info.kindName, default: .init()].leaked += 1
             state.counters[info.kindName, default: .init()].leakedByReason[reason, default: 0] += 1
+            return state.live.count
         }
+        liveCounts.yield(live)
         publish(ResourceEvent(resource: info, what: .leaked(reason), at: .now))
     }
 

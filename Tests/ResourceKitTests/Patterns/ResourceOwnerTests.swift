@@ -73,8 +73,9 @@ import Testing
         #expect(elapsed >= .milliseconds(600) && elapsed < .seconds(5), "grace + watchdog, took \(elapsed)")
         #expect(pipe.withLock { $0 }?.closeCount.load(ordering: .relaxed) == 1)
 
+        let stuckEvents = await collectEvents(events) { $0.contains { $0.what == .leaked(.didNotStopAfterCancel) } }
         var sawStuck = false
-        for await event in events {
+        for event in stuckEvents {
             if case .leaked(.didNotStopAfterCancel) = event.what {
                 sawStuck = true
                 break

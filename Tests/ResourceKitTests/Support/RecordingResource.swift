@@ -1,6 +1,7 @@
 import Synchronization
 
 @testable import ResourceKit
+import TestSupport
 
 /// A resource that records what ResourceKit did to it, with configurable close behaviour.
 final class RecordingResource: ManagedResource {
@@ -40,7 +41,8 @@ final class RecordingResource: ManagedResource {
 
 /// An ordered, thread-safe log.
 final class CloseLog: Sendable {
-    private let entries = Locked<[String]>([])
-    func append(_ entry: String) { entries.withLock { $0.append(entry) } }
-    var all: [String] { entries.withLock { $0 } }
+    /// Observable, so that a test awaits an entry instead of polling for it.
+    let entries = ObservedValue<[String]>([])
+    func append(_ entry: String) { entries.update { $0.append(entry) } }
+    var all: [String] { entries.value }
 }
