@@ -86,13 +86,16 @@ public final class ObservedValue<Value: Sendable>: Sendable {
     /// The current value.
     public var value: Value { state.withLock { $0.value } }
 
-    /// Changes the value and publishes the result.
-    public func update(_ body: @Sendable (inout Value) -> Void) {
-        let (value, subscribers) = state.withLock { state -> (Value, [AsyncStream<Value>.Continuation]) in
-            body(&state.value)
-            return (state.value, Array(state.subscribers.values))
+    /// Changes the value and publishes the result; returns what `body` returned.
+    @discardableResult
+    public func update<Result: Sendable>(_ body: (inout Value) -> Result) -> Result {
+        let (result, value, subscribers) = state.withLock {
+            state -> (Result, Value, [AsyncStream<Value>.Continuation]) in
+            let result = body(&state.value)
+            return (result, state.value, Array(state.subscribers.values))
         }
         for subscriber in subscribers { subscriber.yield(value) }
+        return result
     }
 
     /// The current value, then every update.

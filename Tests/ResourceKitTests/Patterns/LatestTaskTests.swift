@@ -7,10 +7,14 @@ import Testing
 @Suite struct LatestTaskTests {
     /// Pipes opened by the runs, by id.
     final class Pipes: Sendable {
-        private let pipes = Locked<[String: PipeResource]>([:])
-        func add(_ id: String, _ pipe: PipeResource) { pipes.withLock { $0[id] = pipe } }
-        subscript(id: String) -> PipeResource? { pipes.withLock { $0[id] } }
-        var count: Int { pipes.withLock { $0.count } }
+        private let pipes = ObservedValue<[String: PipeResource]>([:])
+        func add(_ id: String, _ pipe: PipeResource) { pipes.update { $0[id] = pipe } }
+        subscript(id: String) -> PipeResource? { pipes.value[id] }
+        var count: Int { pipes.value.count }
+        /// Waits until run `id` opened its pipe (an event: the work publishes it).
+        func opened(_ id: String) async throws {
+            try await until("run \(id) opened its pipe", pipes.values()) { $0[id] != nil }
+        }
     }
 
     static func blockingRun(_ pipes: Pipes) -> LatestTask<String, String>.Work {
@@ -29,13 +33,14 @@ import Testing
         try await withResourceScope("connection", registry: registry) { scope in
             let latest = try await LatestTask.start(in: scope, "search", work: Self.blockingRun(pipes))
             #expect(latest.update(id: "a") == .started(generation: 1))
-            try await waitUntil("run a blocked") { pipes["a"] != nil }
+            try await pipes.opened("a")
             #expect(latest.update(id: "a") == .unchanged, "the same id does not restart")
 
             #expect(latest.update(id: "b") == .started(generation: 2))
-            try await waitUntil("run a torn down") { pipes["a"]?.closeCount.load(ordering: .relaxed) == 1 }
+            try await #require(pipes["a"]).closed.wait(deadline: .now + .seconds(10))
+            #expect(pipes["a"]?.closeCount.load(ordering: .relaxed) == 1)
             #expect(pipes["a"]?.cancelCount.load(ordering: .relaxed) == 1)
-            try await waitUntil("run b blocked") { pipes["b"] != nil }
+            try await pipes.opened("b")
 
             let updates = latest.output.updates()
             pipes["b"]?.writeByte()
@@ -75,26 +80,27 @@ import Testing
     /// Work that ignores cancellation (a callback API that answers late) returns after a newer run
     /// committed: its result is dropped, the newer one stays.
     @Test func slowSupersededResultNeverOverwritesANewerOne() async throws {
-        let lateAnswers = Locked<[String: CheckedContinuation<String, Never>]>([:])
+        let lateAnswers = ObservedValue<[String: CheckedContinuation<String, Never>]>([:])
         try await withResourceScope("connection", registry: ResourceRegistry()) { scope in
             let latest = try await LatestTask<String, String>.start(in: scope, "legacy") { id, _ in
                 // A legacy callback API bridged without cancellation support.
                 await withCheckedContinuation { continuation in
-                    lateAnswers.withLock { $0[id] = continuation }
+                    lateAnswers.update { $0[id] = continuation }
                 }
             }
             latest.update(id: "old")
-            try await waitUntil("old asked") { lateAnswers.withLock { $0["old"] != nil } }
+            try await until("old asked", lateAnswers.values()) { $0["old"] != nil }
             latest.update(id: "new")
-            try await waitUntil("new asked") { lateAnswers.withLock { $0["new"] != nil } }
+            try await until("new asked", lateAnswers.values()) { $0["new"] != nil }
 
             let updates = latest.output.updates()
-            lateAnswers.withLock { $0.removeValue(forKey: "new") }?.resume(returning: "new result")
+            lateAnswers.update { $0.removeValue(forKey: "new") }?.resume(returning: "new result")
             var iterator = updates.makeAsyncIterator()
             #expect(await iterator.next()?.value == "new result")
 
-            lateAnswers.withLock { $0.removeValue(forKey: "old") }?.resume(returning: "old result")
-            try await waitUntil("old run ended") { latest.runningCount == 0 }
+            lateAnswers.update { $0.removeValue(forKey: "old") }?.resume(returning: "old result")
+            try await latest.idle()
+            #expect(latest.runningCount == 0)
             #expect(latest.output.value == "new result")
             #expect(latest.stats.droppedStale == 1)
         }
@@ -110,7 +116,7 @@ import Testing
             let wronglyBound = try await withResourceScope("request") { request in
                 let latest = try await LatestTask.start(in: request, "search", work: Self.blockingRun(pipes))
                 latest.update(id: "x")
-                try await waitUntil("x blocked") { pipes["x"] != nil }
+                try await pipes.opened("x")
                 return latest
             }
             #expect(
@@ -121,7 +127,7 @@ import Testing
             let rightlyBound = try await LatestTask.start(in: connection, "search", work: Self.blockingRun(pipes))
             try await withResourceScope("request") { _ in
                 rightlyBound.update(id: "z")
-                try await waitUntil("z blocked") { pipes["z"] != nil }
+                try await pipes.opened("z")
             }
             #expect(pipes["z"]?.closeCount.load(ordering: .relaxed) == 0, "still running after the request ended")
             #expect(rightlyBound.update(id: "w") == .started(generation: 2))
@@ -140,8 +146,9 @@ import Testing
                 return id + 1
             }
             selfFeeding.withLock { $0 = direct }
+            let directUpdates = direct.output.updates()
             direct.update(id: 1)
-            try await waitUntil("direct committed") { direct.output.value == 2 }
+            try await until("direct committed", directUpdates) { $0.value == 2 }
             #expect(refusals.withLock { $0 } == [.refusedFeedbackLoop])
             #expect(direct.stats.started == 1 && direct.stats.feedbackLoops == 1)
 
@@ -152,8 +159,11 @@ import Testing
             let observer = Task {
                 for await committed in updates { looping.update(id: committed.value) }
             }
+            let watched = looping.output.updates()
             looping.update(id: 1)
-            try await waitUntil("the loop restarted 20 times by itself") { looping.stats.started >= 20 }
+            // Generation g commits only after the g-th start: 20 generations, 20 restarts with no outside input.
+            try await until("the loop restarted 20 times by itself", watched) { $0.generation >= 20 }
+            #expect(looping.stats.started >= 20)
             observer.cancel()
             looping.cancel()
         }

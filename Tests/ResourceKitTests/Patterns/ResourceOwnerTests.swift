@@ -8,9 +8,11 @@ import Testing
         let owner = ResourceOwner("uploads", registry: ResourceRegistry())
         let runs = Locked(0)
         let release = OneShotEvent()
+        let halfway = OneShotEvent()
         let work: @Sendable (OwnedWorkContext) async throws -> Int = { context in
             runs.withLock { $0 += 1 }
             context.report(progress: 0.5)
+            halfway.set()
             try await release.wait()
             context.report(progress: 1)
             return 7
@@ -20,7 +22,8 @@ import Testing
         #expect(first === second)
         #expect(throws: ResourceKitError.self) { _ = try owner.run(key: "upload-1") { _ in "other type" } }
 
-        try await waitUntil("progress reported") { first.progress == 0.5 }
+        try await halfway.wait(deadline: .now + .seconds(10))
+        #expect(first.progress == 0.5)
         // A request that observes and is cancelled does not cancel the work.
         let observer = Task { try await first.outcome() }
         observer.cancel()
@@ -30,7 +33,9 @@ import Testing
         release.set()
         #expect(try await second.outcome().value == 7)
         #expect(runs.withLock { $0 } == 1)
-        try await waitUntil("key freed") { owner.runningKeys.isEmpty }
+        // The key is freed before the work's handle closes: wait for the close, then look.
+        try await until("the work's handle closed", owner.registry.liveCountUpdates()) { $0 == 0 }
+        #expect(owner.runningKeys.isEmpty)
         #expect(await owner.shutdown().error == nil)
         #expect(throws: ResourceKitError.self) { _ = try owner.run(key: "late") { _ in 1 } }
     }
@@ -44,6 +49,7 @@ import Testing
             "sync", gracePeriod: .milliseconds(300), watchdog: .milliseconds(300), registry: registry)
         let finishSoon = OneShotEvent()
         let pipe = Locked<PipeResource?>(nil)
+        let pipeRegistered = OneShotEvent()
         let letStuckEnd = OneShotEvent()
 
         _ = try owner.run(key: "finishes") { _ in try await finishSoon.wait() }
@@ -51,13 +57,14 @@ import Testing
             let resource = try PipeResource()
             let handle = try await context.scope.register(resource, kind: PipeResource.kind, label: "pipe")
             pipe.withLock { $0 = resource }
+            pipeRegistered.set()
             _ = try await resource.readByte(boundTo: handle)
         }
         let stuck = try owner.run(key: "ignores-cancel") { _ in
             // Shields itself from cancellation: what a careless integration does.
             await Task { try? await letStuckEnd.wait() }.value
         }
-        try await waitUntil("pipe read blocked") { pipe.withLock { $0 } != nil }
+        try await pipeRegistered.wait(deadline: .now + .seconds(10))
 
         let started = ContinuousClock.now
         let shutdown = Task { await owner.shutdown() }
@@ -86,7 +93,7 @@ import Testing
 
         letStuckEnd.set()
         #expect(try await stuck.outcome().name == "completed")
-        try await waitUntil("registry empty") { registry.liveCount == 0 }
+        try await until("registry empty", registry.liveCountUpdates()) { $0 == 0 }
     }
 
     @Test func adoptedResourceOutlivesTheRequestAndClosesAtShutdown() async throws {

@@ -17,6 +17,8 @@ final class PipeResource: ManagedResource {
     let inode: UInt64
     let cancelCount = Atomic<Int>(0)
     let closeCount = Atomic<Int>(0)
+    /// Set when `close()` ran: await it instead of polling ``closeCount``.
+    let closed = OneShotEvent()
     let reactor: IOReactor
 
     init(reactor: IOReactor = .shared) throws {
@@ -36,6 +38,7 @@ final class PipeResource: ManagedResource {
 
     func close() async throws {
         let previous = closeCount.add(1, ordering: .relaxed).oldValue
+        defer { closed.set() }
         precondition(previous == 0, "closed twice")
         reactor.descriptorWillClose(readFD)
         Syscall.close(readFD)
