@@ -61,7 +61,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ResourceKitTests",
-            dependencies: ["ResourceKit", "CSystemShims", "TestSupport"],
+            dependencies: ["ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -88,7 +88,7 @@ let package = Package(
             name: "ReliabilityTests",
             dependencies: [
                 "resource-demo", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter", "FileAdapter", "ResourceKit",
-                "TestSupport",
+                "ResourceKitTesting", "TestSupport",
                 "PostgresTestSupport",
             ],
             swiftSettings: strict
@@ -103,7 +103,10 @@ let package = Package(
         // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.
         .testTarget(
             name: "ResourceDemoTests",
-            dependencies: ["resource-demo", "PostgresAdapter", "ResourceKit", "TestSupport", "PostgresTestSupport"],
+            dependencies: [
+                "resource-demo", "PostgresAdapter", "ResourceKit", "ResourceKitTesting", "TestSupport",
+                "PostgresTestSupport",
+            ],
             swiftSettings: strict
         ),
     ],

@@ -61,6 +61,16 @@ int rk_set_nonblocking(int fd) {
     return fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
+#include <sys/syscall.h>
+int rk_pidfd_open(int pid) {
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 int rk_pipe_cloexec(int fds[2]) {
     return pipe2(fds, O_CLOEXEC);
 }

@@ -39,7 +39,7 @@ extension AdapterConformance {
             let operation = self.operation
             // Owner: this check, which awaits it (bounded) below.
             let task = Task { try await operation(resource) }
-            try? await Task.sleep(for: bounds.settle)  // a pause, bounded; see run() on the caller's cancellation
+            await Self.blocked(scope, within: bounds.settle)
             let cancelled = ContinuousClock.now
             if viaScope { scope.cancel() } else { task.cancel() }
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
@@ -74,7 +74,7 @@ extension AdapterConformance {
             let operation = self.operation
             // Owner: this check, which awaits it (bounded) below.
             let task = Task { try await operation(resource) }
-            try? await Task.sleep(for: bounds.settle)  // a pause, bounded; see run() on the caller's cancellation
+            await Self.blocked(scope, within: bounds.settle)
             do {
                 try await complete(resource)
             } catch {

@@ -6,6 +6,13 @@ extension AdapterConformance {
     /// Makes a resource in a fresh scope and registry, runs `body`, ends the scope (throwing `bodyThrows`
     /// from it if given), then checks that the resource was closed exactly once, in time, with every
     /// descriptor it opened released and nothing left in the registry.
+    /// Waits until an operation bound to the resource's handle is running (an event: the registry publishes
+    /// it); at most `settle`, for operations the adapter did not bind to the handle (which the checks then
+    /// report).
+    static func blocked(_ scope: ResourceScope, within settle: Duration) async {
+        _ = await collectEvents(scope.registry.operationCountUpdates(), timeout: settle) { ($0.last ?? 0) > 0 }
+    }
+
     func withFreshResource(
         _ name: String,
         bodyThrows: (any Error)? = nil,

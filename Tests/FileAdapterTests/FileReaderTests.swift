@@ -2,6 +2,7 @@ import Dispatch
 import FileAdapter
 import Glibc
 import Synchronization
+import ResourceKitTesting
 import TestSupport
 import Testing
 

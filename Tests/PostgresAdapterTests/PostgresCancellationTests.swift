@@ -1,6 +1,7 @@
 import Foundation
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -229,8 +230,8 @@ import Testing
             #expect(
                 try await TestDatabase.waitUntilNotActive(try #require(connection.backendPID), observer: observer)
                     != nil)
-            try await waitUntil("the fast path's outcome") {
-                connection.cancelStatistics.snapshot.fastPath + connection.cancelStatistics.snapshot.cancelRequests > 0
+            try await until("the fast path's outcome", connection.cancelStatistics.updates()) {
+                $0.fastPath + $0.cancelRequests > 0
             }
             #expect(connection.cancelStatistics.snapshot.fastPath == 1)
             #expect(connection.cancelStatistics.snapshot.cancelRequests == 0)
@@ -268,7 +269,7 @@ import Testing
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil, "the cancel was lost")
-            try await waitUntil("the fallback") { connection.cancelStatistics.snapshot.cancelRequests > 0 }
+            try await until("the fallback", connection.cancelStatistics.updates()) { $0.cancelRequests > 0 }
             let statistics = connection.cancelStatistics.snapshot
             #expect(
                 statistics.fastPath == 0 && statistics.fastPathFellBack == 1 && statistics.cancelRequests == 1,
@@ -294,8 +295,8 @@ import Testing
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
         // The task returned at once; the control statement reports its outcome just after.
-        try await waitUntil("the fast path's outcome") {
-            pool.cancelStatistics.snapshot.fastPath + pool.cancelStatistics.snapshot.cancelRequests > 0
+        try await until("the fast path's outcome", pool.cancelStatistics.updates()) {
+            $0.fastPath + $0.cancelRequests > 0
         }
         #expect(pool.cancelStatistics.snapshot.fastPath == 1)
         #expect(pool.cancelStatistics.snapshot.cancelRequests == 0)

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -20,7 +21,7 @@ import Testing
                     "host=127.0.0.1 port=\(port) user=x connect_timeout=60 sslmode=disable", in: scope)
             }
         }
-        try await waitUntil("connection registered") { registry.liveCount == 1 }
+        try await until("connection registered", registry.liveCountUpdates()) { $0 == 1 }
         let cancelled = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
@@ -136,8 +137,9 @@ import Testing
         do {
             try await withResourceScope("kill", registry: ResourceRegistry()) { scope in
                 let connection = try await PostgresConnection.connect(server.conninfo, in: scope)
+                let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
                 let task = Task { try await connection.execute("SELECT pg_sleep(30)") }
-                try await Task.sleep(for: .milliseconds(100))
+                try await TestDatabase.waitUntilActive(try #require(connection.backendPID), observer: observer)
                 let killed = ContinuousClock.now
                 try await server.killImmediately()
                 await #expect { try await task.value } throws: { ($0 as? PostgresError)?.code == .connection }

@@ -1,6 +1,7 @@
 import Dispatch
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 

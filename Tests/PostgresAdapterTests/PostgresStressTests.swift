@@ -1,5 +1,6 @@
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -56,7 +57,7 @@ import Testing
                     try await group.waitForAll()
                 }
             }
-            try await waitUntil("4 connections leased") { pool.openCount == 4 && pool.idleCount == 0 }
+            try await until("4 connections leased", pool.occupancyUpdates()) { $0.open == 4 && $0.idle == 0 }
             let waiters = Task {
                 await withTaskGroup(of: Bool.self) { group in
                     for _ in 0..<12 {
@@ -72,7 +73,7 @@ import Testing
                     return cancelled
                 }
             }
-            try await waitUntil("12 waiters parked") { pool.waiterCount == 12 }
+            try await until("12 waiters parked", pool.occupancyUpdates()) { $0.waiters == 12 }
             waiters.cancel()
             #expect(await waiters.value == 12)
             #expect(pool.waiterCount == 0)

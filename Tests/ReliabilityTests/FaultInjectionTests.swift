@@ -5,6 +5,7 @@ import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
 import SocketAdapter
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -21,7 +22,6 @@ import Testing
         let query = Task { try await pool.withConnection { try await $0.execute("SELECT pg_sleep(30)") } }
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
-            try await waitUntil("query running") { pool.openCount >= 1 }
             let running = try await PostgresActivityProbe(observer: observer).waitUntil(
                 .active(.running("SELECT pg_sleep(30)")), within: .seconds(10))
             try #require(running != nil, "the query never ran")

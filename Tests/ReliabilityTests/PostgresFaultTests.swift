@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -61,17 +62,17 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let registry = ResourceRegistry()
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 2, registry: registry, cancelFastPath: false)
-        let frozen = Locked<Int32?>(nil)
+        let frozen = ObservedValue<Int32?>(nil)
         try await withResourceScope("inherit", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             let task = Task {
                 try await pool.withConnection { connection in
-                    frozen.withLock { $0 = connection.backendPID }
+                    frozen.update { $0 = connection.backendPID }
                     return try await connection.execute("SELECT pg_sleep(20)")
                 }
             }
-            try await waitUntil("the lessee's backend is known") { frozen.withLock { $0 } != nil }
-            let pid = try #require(frozen.withLock { $0 })
+            try await until("the lessee's backend is known", frozen.values()) { $0 != nil }
+            let pid = try #require(frozen.value)
             try await TestDatabase.waitUntilActive(pid, observer: observer)
             #expect(kill(pid, SIGSTOP) == 0)
             defer { kill(pid, SIGCONT) }

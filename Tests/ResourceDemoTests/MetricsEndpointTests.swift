@@ -4,6 +4,7 @@ import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
 import SocketAdapter
+import ResourceKitTesting
 import TestSupport
 import Testing
 

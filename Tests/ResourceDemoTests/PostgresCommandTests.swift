@@ -3,6 +3,7 @@ import Glibc
 import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -103,8 +104,12 @@ import Testing
             process.signal(SIGTERM)
             #expect(try await process.exitStatus() == 143)
             // pg_ctl stop returns once the pid file is gone; the process itself ends a moment later.
-            try await waitUntil("the postmaster is gone", timeout: .seconds(5)) {
-                kill(postmaster, 0) == -1 && errno == ESRCH
+            do {
+                let exit = try Syscall.processExitDescriptor(postmaster)
+                defer { Syscall.close(exit) }
+                try await IOReactor.shared.wait(for: exit, .readable, deadline: .now + .seconds(5))
+            } catch let error as SystemError where error.errno == ESRCH {
+                // Already gone.
             }
             #expect(!FileManager.default.fileExists(atPath: directory), "the cluster's directory is removed")
         }

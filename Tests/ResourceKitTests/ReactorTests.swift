@@ -1,6 +1,7 @@
 import CSystemShims
 import Glibc
 import Synchronization
+import ResourceKitTesting
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Glibc
 import ResourceKit
 import SocketAdapter
+import ResourceKitTesting
 import TestSupport
 import Testing
 

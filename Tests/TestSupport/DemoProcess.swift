@@ -1,3 +1,4 @@
+import ResourceKitTesting
 import Foundation
 import Glibc
 import ResourceKit

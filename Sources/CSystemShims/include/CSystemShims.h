@@ -30,6 +30,8 @@ int rk_eventfd_drain(int fd);
 int rk_errno(void);
 /// Sets O_NONBLOCK on fd; 0 or -1 with errno.
 int rk_set_nonblocking(int fd);
+/// pidfd_open(pid, 0): a descriptor that becomes readable when the process exits; -1 and errno on failure.
+int rk_pidfd_open(int pid);
 /// Close-on-exec pipe whose ends block; 0 or -1 with errno.
 int rk_pipe_cloexec(int fds[2]);
 /// Non-blocking, close-on-exec pipe; 0 or -1 with errno.

@@ -18,21 +18,46 @@ public final class PostgresCancelStatistics: Sendable {
 
     enum Path { case fastPath, fastPathFellBack, cancelRequest, resend }
 
-    private let counts = Locked(Snapshot())
+    private struct State: Sendable {
+        var counts = Snapshot()
+        var subscribers: [UInt64: AsyncStream<Snapshot>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+    }
+
+    private let state = Locked(State())
 
     public init() {}
 
     /// The counts now.
-    public var snapshot: Snapshot { counts.withLock { $0 } }
+    public var snapshot: Snapshot { state.withLock { $0.counts } }
+
+    /// The counts now, then after every cancel that took a path: to await a cancel's outcome (which the
+    /// control connection reports just after the cancelled task returned) instead of polling ``snapshot``.
+    /// The stream ends when its consumer stops iterating.
+    public func updates() -> AsyncStream<Snapshot> {
+        let (stream, continuation) = AsyncStream<Snapshot>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let (id, current) = state.withLock { state -> (UInt64, Snapshot) in
+            state.nextSubscriber += 1
+            state.subscribers[state.nextSubscriber] = continuation
+            return (state.nextSubscriber, state.counts)
+        }
+        continuation.yield(current)
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
 
     func record(_ path: Path) {
-        counts.withLock { counts in
+        let (counts, subscribers) = state.withLock { state in
             switch path {
-            case .fastPath: counts.fastPath += 1
-            case .fastPathFellBack: counts.fastPathFellBack += 1
-            case .cancelRequest: counts.cancelRequests += 1
-            case .resend: counts.resends += 1
+            case .fastPath: state.counts.fastPath += 1
+            case .fastPathFellBack: state.counts.fastPathFellBack += 1
+            case .cancelRequest: state.counts.cancelRequests += 1
+            case .resend: state.counts.resends += 1
             }
+            return (state.counts, Array(state.subscribers.values))
         }
+        for subscriber in subscribers { subscriber.yield(counts) }
     }
 }

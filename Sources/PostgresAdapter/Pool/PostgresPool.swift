@@ -36,6 +36,7 @@ public final class PostgresPool: Sendable {
     private let nextID = Locked<UInt64>(0)
     private let onNotice: (@Sendable (PostgresNotice) -> Void)?
     private let background = OwnedTasks()
+    private let occupancyWatchers = PoolOccupancyWatchers()
     /// The fast-path channel (`nil` when off).
     public let cancelChannel: PostgresCancelChannel?
     /// Which path each cancel of the pool's connections took.
@@ -81,6 +82,27 @@ public final class PostgresPool: Sendable {
     /// Returned connections being cleaned before their next lease.
     public var resettingCount: Int { machine.withLock { $0.resetting } }
 
+    /// How full the pool is now, then after every change: to wait for "every connection is leased" or "twelve
+    /// tasks are queued" as an event, or to feed a gauge. The stream ends when its consumer stops iterating.
+    public func occupancyUpdates() -> AsyncStream<PoolOccupancy> {
+        occupancyWatchers.subscribe { machine.withLock(Self.occupancy) }
+    }
+
+    private static func occupancy(_ machine: inout Machine) -> PoolOccupancy {
+        PoolOccupancy(open: machine.total, idle: machine.idle.count, waiters: machine.waiters.count)
+    }
+
+    /// Runs `body` on the state machine under its lock; publishes the occupancy after it if it changed.
+    private func withMachine<Result>(_ body: (inout Machine) -> Result) -> Result {
+        let (result, before, after) = machine.withLock { machine -> (Result, PoolOccupancy, PoolOccupancy) in
+            let before = Self.occupancy(&machine)
+            let result = body(&machine)
+            return (result, before, Self.occupancy(&machine))
+        }
+        if before != after { occupancyWatchers.publish(after) }
+        return result
+    }
+
     /// Leases a connection for `body` and returns it afterwards (also when `body` throws or is cancelled).
     /// Returning never waits: cleanup after a cancelled query runs in the pool's own background work.
     /// Cancellation: see the type's documentation.
@@ -106,13 +128,13 @@ public final class PostgresPool: Sendable {
             }
             let cell = CancellationCell<Grant>()
             let grant = try await cell.run(onCancel: { [weak self] _ in
-                _ = self?.machine.withLock { $0.cancel(id: id) }
+                _ = self?.withMachine { $0.cancel(id: id) }
             }) { cell in
                 // Parked inside the start closure: a handover can never come before the suspension.
-                switch machine.withLock({ $0.lease(id: id, waiter: cell) }) {
+                switch withMachine({ $0.lease(id: id, waiter: cell) }) {
                 case .use(let connection):
                     if !cell.succeed(.connection(connection)) {
-                        perform(machine.withLock { $0.release(connection, .clean) })
+                        perform(withMachine { $0.release(connection, .clean) })
                     }
                 case .open:
                     if !cell.succeed(.slot) { giveUpSlot() }
@@ -159,7 +181,7 @@ public final class PostgresPool: Sendable {
 
     /// A slot nobody uses any more: to the first waiter still waiting, or freed.
     private func giveUpSlot() {
-        while let waiter = machine.withLock({ $0.slotFreed() }) {
+        while let waiter = withMachine({ $0.slotFreed() }) {
             if waiter.succeed(.slot) { return }
         }
     }
@@ -174,11 +196,11 @@ public final class PostgresPool: Sendable {
             case .handOver(let connection, let waiter):
                 if waiter.succeed(.connection(connection)) { return }
                 // That waiter was cancelled at this instant: the next one, or idle.
-                action = machine.withLock { $0.release(connection, .clean) }
+                action = withMachine { $0.release(connection, .clean) }
             case .reset(let connection):
                 background.start {
                     let clean = await connection.resetForReuse()
-                    self.perform(self.machine.withLock { $0.resetFinished(connection, clean: clean) })
+                    self.perform(self.withMachine { $0.resetFinished(connection, clean: clean) })
                 }
                 return
             case .close(let connection):
@@ -194,14 +216,14 @@ public final class PostgresPool: Sendable {
 
     private func release(_ connection: PostgresConnection) {
         let returned = connection.returnedState()
-        perform(machine.withLock { $0.release(connection, returned) })
+        perform(withMachine { $0.release(connection, returned) })
     }
 
     /// Shuts the pool down: waiters fail with ``PostgresError/Kind/poolClosed``, idle connections are closed
     /// now, leased ones when they come back; returns when the pool's own background work (cleanups, closes)
     /// and its control connection are done.
     public func shutdown() async {
-        let (idle, waiters) = machine.withLock { $0.close() }
+        let (idle, waiters) = withMachine { $0.close() }
         for waiter in waiters { waiter.fail(PostgresError(.poolClosed, "the pool was shut down")) }
         for connection in idle { await connection.handle?.close() }
         await background.waitForAll()

@@ -27,6 +27,9 @@ public final class ResourceRegistry: Sendable {
     private let state = Locked(State())
     private let broadcast = Broadcast<ResourceEvent>()
     private let liveCounts = Broadcast<Int>()
+    /// Operations bound to this registry's resources and running now (``operationCountUpdates()``).
+    private let operationsInFlight = Atomic<Int>(0)
+    private let operationCounts = Broadcast<Int>()
     private let sink = Locked<(any ResourceEventSink)?>(nil)
     /// Mirrors `sink != nil` (written under the sink's lock): with no sink and no subscriber, events are not
     /// even built.
@@ -113,6 +116,18 @@ public final class ResourceRegistry: Sendable {
 
     /// Number of live (registered, not yet closed) resources.
     public var liveCount: Int { state.withLock { $0.live.count } }
+
+    /// The number of operations bound to this registry's resources (through their handles: reactor waits,
+    /// blocking-pool jobs, cancellation cells) and running now: the current one, then every change. The
+    /// conformance kit waits on it for "the operation is blocked" instead of sleeping.
+    public func operationCountUpdates() -> AsyncStream<Int> {
+        operationCounts.subscribe(bufferingNewest: 64) { operationsInFlight.load(ordering: .relaxed) }
+    }
+
+    func operationsChanged(by delta: Int) {
+        let now = operationsInFlight.add(delta, ordering: .relaxed).newValue
+        operationCounts.yield(now)
+    }
 
     /// The number of live resources: the current one, then every change. For tests and tools that wait for
     /// "everything was closed" as an event rather than by polling ``liveCount``.

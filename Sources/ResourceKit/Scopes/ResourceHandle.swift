@@ -144,6 +144,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             return (operations, resource)
         }
         guard let (operations, resource) = work else { return .alreadyClosed }
+        if !operations.isEmpty { registry.operationsChanged(by: -operations.count) }
         for operation in operations {
             operation.cancel(.cancelled)
         }
@@ -164,7 +165,11 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             state.operations[ObjectIdentifier(operation)] = operation
             return nil
         }
-        if let reason { operation.cancel(reason) }
+        if let reason {
+            operation.cancel(reason)
+        } else {
+            registry.operationsChanged(by: 1)
+        }
     }
 
     /// The resource moved to an owner without a deadline (adoption): the old scope's deadline no longer
@@ -179,7 +184,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
 
     /// Removes an operation that finished.
     func untrack(_ operation: any CancellableOperation) {
-        _ = state.withLock { $0.operations.removeValue(forKey: ObjectIdentifier(operation)) }
+        let removed = state.withLock { $0.operations.removeValue(forKey: ObjectIdentifier(operation)) }
+        if removed != nil { registry.operationsChanged(by: -1) }
     }
 
     /// The registration was refused (the object is already registered): this handle owns nothing.

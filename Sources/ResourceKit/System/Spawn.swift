@@ -101,6 +101,14 @@ extension Syscall {
         return exitCode(status)
     }
 
+    /// A descriptor that becomes readable when process `pid` exits (Linux `pidfd_open`): wait on it through
+    /// ``IOReactor`` to await any process's exit as an event, also one that is not your child (a daemon a
+    /// tool started). Close it with ``close(_:)``.
+    /// - Throws: ``SystemError`` with `ESRCH` when the process is already gone, `ENOSYS` on kernels before 5.3.
+    public static func processExitDescriptor(_ pid: Int32) throws(SystemError) -> Int32 {
+        try value("pidfd_open") { rk_pidfd_open(pid) }
+    }
+
     /// A close-on-exec pipe whose ends block (a child's standard stream must not be non-blocking: the flag is
     /// shared with every copy). Make the parent's end non-blocking with ``setNonBlocking(_:)`` if it is read
     /// through the reactor.

@@ -1,6 +1,7 @@
 import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -13,7 +14,7 @@ import Testing
         let to: Int
         let perChunk: Int
         /// Counts chunks handed out (to cancel mid-way).
-        let produced: Locked<Int>
+        let produced: ObservedValue<Int>
         /// After this many chunks the source waits (a slow producer, like an upload) until cancelled.
         var stallAfter: Int? = nil
 
@@ -21,18 +22,18 @@ import Testing
             var next: Int
             let to: Int
             let perChunk: Int
-            let produced: Locked<Int>
+            let produced: ObservedValue<Int>
             let stallAfter: Int?
             mutating func next() async throws -> [UInt8]? {
                 guard next <= to else { return nil }
-                if let stallAfter, produced.withLock({ $0 }) >= stallAfter {
+                if let stallAfter, produced.value >= stallAfter {
                     try await OneShotEvent().wait()  // never set: only cancellation ends it
                 }
                 let last = Swift.min(next + perChunk - 1, to)
                 var text = ""
                 for value in next...last { text += "\(value)\n" }
                 next = last + 1
-                produced.withLock { $0 += 1 }
+                produced.update { $0 += 1 }
                 return Array(text.utf8)
             }
         }
@@ -77,25 +78,26 @@ import Testing
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .seconds(30))
             let pid = try #require(connection.backendPID)
-            let seen = Locked(0)
+            let seen = ObservedValue(0)
             let task = Task {
                 for try await _ in try await connection.copyOut("COPY (SELECT generate_series(1, 1000000)) TO STDOUT") {
-                    if seen.withLock({
-                        $0 += 1
-                        return $0
-                    }) == 3 {
+                    let count = seen.update { count -> Int in
+                        count += 1
+                        return count
+                    }
+                    if count == 3 {
                         // A consumer busy elsewhere until it is cancelled: its next `next()` then meets the
                         // cancellation (whatever the machine's load, the cancel lands mid-COPY).
                         do { try await OneShotEvent().wait() } catch {}
                     }
                 }
             }
-            try await waitUntil("chunks arrive") { seen.withLock { $0 } >= 3 }
+            try await until("chunks arrive", seen.values()) { $0 >= 3 }
             let cancelled = ContinuousClock.now
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
-            #expect(seen.withLock { $0 } == 3, "no chunk is taken after the cancel")
+            #expect(seen.value == 3, "no chunk is taken after the cancel")
             #expect(try await connection.query("SELECT 2").first?.decode(Int.self, at: 0) == 2)
             #expect(try await TestDatabase.backendState(pid, observer: observer) == "idle")
         }
@@ -107,7 +109,8 @@ import Testing
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let table = try await Self.table(connection)
             let loaded = try await connection.copyIn(
-                "COPY \(table) FROM STDIN", from: Rows(from: 1, to: 100_000, perChunk: 5_000, produced: Locked(0)))
+                "COPY \(table) FROM STDIN",
+                from: Rows(from: 1, to: 100_000, perChunk: 5_000, produced: ObservedValue(0)))
             #expect(loaded == 100_000)
             #expect(
                 try await connection.query("SELECT count(*), sum(a) FROM \(table)").first.map {
@@ -125,19 +128,19 @@ import Testing
             let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .seconds(30))
             let pid = try #require(connection.backendPID)
             let table = try await Self.table(connection)
-            let produced = Locked(0)
+            let produced = ObservedValue(0)
             let task = Task {
                 try await connection.copyIn(
                     "COPY \(table) FROM STDIN",
                     from: Rows(from: 1, to: 1_000_000, perChunk: 1_000, produced: produced, stallAfter: 500)
                 )
             }
-            try await waitUntil("half of the rows were sent") { produced.withLock { $0 } >= 500 }
+            try await until("half of the rows were sent", produced.values()) { $0 >= 500 }
             let cancelled = ContinuousClock.now
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
-            #expect(produced.withLock { $0 } == 500)
+            #expect(produced.value == 500)
             // The server aborted the load at once (CopyFail and a cancel went out as the task left), before the
             // connection's next operation: its backend is no longer active, seen from another connection.
             #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil)

@@ -37,12 +37,12 @@ import Testing
             let listener = try await PostgresListener.listen(to: [channel], conninfo: conninfo, in: scope)
             let pid = try #require(listener.backendPID)
             #expect(try await TestDatabase.backendState(pid, observer: observer) != nil)
-            let received = Locked(0)
-            let consumer = Task { for try await _ in listener { received.withLock { $0 += 1 } } }
+            let received = ObservedValue(0)
+            let consumer = Task { for try await _ in listener { received.update { $0 += 1 } } }
             // One notification through, so the consumer is iterating and parks for the next.
             let sender = try await PostgresConnection.connect(conninfo, in: scope)
             try await sender.execute("SELECT pg_notify($1, 'one')", [channel])
-            try await waitUntil("the consumer got the first") { received.withLock { $0 } == 1 }
+            try await until("the consumer got the first", received.values()) { $0 == 1 }
             let cancelled = ContinuousClock.now
             consumer.cancel()
             await #expect(throws: CancellationError.self) { try await consumer.value }
@@ -62,8 +62,9 @@ import Testing
             let listener = try await PostgresListener.listen(
                 to: [channel], conninfo: conninfo, in: scope, bufferLimit: 10)
             let sender = try await PostgresConnection.connect(conninfo, in: scope)
+            let drops = listener.droppedCountUpdates()
             try await sender.execute("SELECT pg_notify($1, g::text) FROM generate_series(1, 50) AS g", [channel])
-            try await waitUntil("the reader drained the burst") { listener.droppedCount == 40 }
+            try await until("the reader absorbed the burst", drops) { $0 == 40 }
             var payloads: [String] = []
             for try await notification in listener {
                 payloads.append(notification.payload)

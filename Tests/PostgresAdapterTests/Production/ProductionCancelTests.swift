@@ -1,6 +1,7 @@
 import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitTesting
 import TestSupport
 import Testing
 
@@ -161,7 +162,7 @@ import Testing
                     #expect(
                         try await activity.waitUntilStopped(marker, within: TimingBound.singleShot) != nil,
                         "round \(round): cancel lost")
-                    try await waitUntil("the cancel's outcome") { pool.cancelStatistics.snapshot != before }
+                    try await until("the cancel's outcome", pool.cancelStatistics.updates()) { $0 != before }
                     let after = pool.cancelStatistics.snapshot
                     paths.append(
                         after.fastPath > before.fastPath

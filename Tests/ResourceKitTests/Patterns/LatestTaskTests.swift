@@ -1,3 +1,4 @@
+import ResourceKitTesting
 import TestSupport
 import Testing
 

@@ -1,6 +1,7 @@
 import Synchronization
 
 @testable import ResourceKit
+import ResourceKitTesting
 import TestSupport
 
 /// A resource that records what ResourceKit did to it, with configurable close behaviour.

@@ -51,7 +51,8 @@ import Testing
                 return try await process.read(upTo: 64)
             }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // The event: the read is parked in the reactor (this test process has no other waiter).
+        try await until("the read parks", IOReactor.shared.waitingDescriptorCounts()) { $0 > 0 }
         let cancelled = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }

@@ -1,23 +1,9 @@
 import ResourceKit
 
-/// Thrown by ``waitUntil(_:timeout:_:)`` when the awaited state never came.
+/// Thrown by ``until(_:_:timeout:_:)`` when the awaited state never came: the tests' alternative to hanging.
 public struct ConditionNeverHeld: Error, CustomStringConvertible {
     public let description: String
     public init(description: String) { self.description = description }
-}
-
-/// Yields until `condition` holds: for awaiting an observable state (a wait parked in the reactor, a job
-/// queued) rather than sleeping. Fails instead of hanging.
-public func waitUntil(
-    _ what: String = "condition",
-    timeout: Duration = .seconds(10),
-    _ condition: () -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now > deadline { throw ConditionNeverHeld(description: "timed out waiting for \(what)") }
-        await Task.yield()
-    }
 }
 
 /// Reads `events` until `done` holds for what was read, or `timeout` passes (then returns what it read): a
@@ -40,14 +26,13 @@ public func collectEvents<Element: Sendable>(
             try? await Task.sleep(for: timeout)  // the bound itself: a cancelled sleep just ends the race
             return nil
         }
+        // The first to end decides: the reader (done held, or the stream finished), or the timeout, which
+        // then cancels the reader; a cancelled iteration ends, and the reader returns what it read so far.
         var result: [Element] = []
         for await outcome in group {
-            if let outcome {
-                result = outcome
-                break
-            }
+            group.cancelAll()
+            if let outcome { result = outcome }
         }
-        group.cancelAll()
         return result
     }
 }
