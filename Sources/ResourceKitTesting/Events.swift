@@ -55,46 +55,27 @@ public func until<Element: Sendable>(
 /// A value a test's own code updates and another part of the test awaits: `update` publishes every new
 /// value to ``values()``, so that waiting is an event (with ``until(_:_:timeout:_:)``), never a poll.
 public final class ObservedValue<Value: Sendable>: Sendable {
-    private struct State: Sendable {
-        var value: Value
-        var subscribers: [UInt64: AsyncStream<Value>.Continuation] = [:]
-        var next: UInt64 = 0
-    }
-
-    private let state: Locked<State>
+    private let state: Locked<Value>
+    private let changes = Broadcast<Value>()
 
     /// A value starting at `initial`.
     public init(_ initial: Value) {
-        state = Locked(State(value: initial))
+        state = Locked(initial)
     }
 
     /// The current value.
-    public var value: Value { state.withLock { $0.value } }
+    public var value: Value { state.withLock { $0 } }
 
     /// Changes the value and publishes the result; returns what `body` returned.
     @discardableResult
     public func update<Result: Sendable>(_ body: (inout Value) -> Result) -> Result {
-        let (result, value, subscribers) = state.withLock {
-            state -> (Result, Value, [AsyncStream<Value>.Continuation]) in
-            let result = body(&state.value)
-            return (result, state.value, Array(state.subscribers.values))
-        }
-        for subscriber in subscribers { subscriber.yield(value) }
+        let (result, value) = state.withLock { value -> (Result, Value) in (body(&value), value) }
+        changes.yield(value)
         return result
     }
 
     /// The current value, then every update.
     public func values() -> AsyncStream<Value> {
-        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        let id = state.withLock { state -> UInt64 in
-            state.next += 1
-            state.subscribers[state.next] = continuation
-            return state.next
-        }
-        continuation.yield(value)
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
+        changes.subscribe(bufferingNewest: 64) { value }
     }
 }

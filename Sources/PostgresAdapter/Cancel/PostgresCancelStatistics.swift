@@ -18,46 +18,31 @@ public final class PostgresCancelStatistics: Sendable {
 
     enum Path { case fastPath, fastPathFellBack, cancelRequest, resend }
 
-    private struct State: Sendable {
-        var counts = Snapshot()
-        var subscribers: [UInt64: AsyncStream<Snapshot>.Continuation] = [:]
-        var nextSubscriber: UInt64 = 0
-    }
-
-    private let state = Locked(State())
+    private let counts = Locked(Snapshot())
+    private let changes = Broadcast<Snapshot>()
 
     public init() {}
 
     /// The counts now.
-    public var snapshot: Snapshot { state.withLock { $0.counts } }
+    public var snapshot: Snapshot { counts.withLock { $0 } }
 
     /// The counts now, then after every cancel that took a path: to await a cancel's outcome (which the
     /// control connection reports just after the cancelled task returned) instead of polling ``snapshot``.
     /// The stream ends when its consumer stops iterating.
     public func updates() -> AsyncStream<Snapshot> {
-        let (stream, continuation) = AsyncStream<Snapshot>.makeStream(bufferingPolicy: .bufferingNewest(16))
-        let (id, current) = state.withLock { state -> (UInt64, Snapshot) in
-            state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = continuation
-            return (state.nextSubscriber, state.counts)
-        }
-        continuation.yield(current)
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
+        changes.subscribe(bufferingNewest: 16) { snapshot }
     }
 
     func record(_ path: Path) {
-        let (counts, subscribers) = state.withLock { state in
+        let now = counts.withLock { counts in
             switch path {
-            case .fastPath: state.counts.fastPath += 1
-            case .fastPathFellBack: state.counts.fastPathFellBack += 1
-            case .cancelRequest: state.counts.cancelRequests += 1
-            case .resend: state.counts.resends += 1
+            case .fastPath: counts.fastPath += 1
+            case .fastPathFellBack: counts.fastPathFellBack += 1
+            case .cancelRequest: counts.cancelRequests += 1
+            case .resend: counts.resends += 1
             }
-            return (state.counts, Array(state.subscribers.values))
+            return counts
         }
-        for subscriber in subscribers { subscriber.yield(counts) }
+        changes.yield(now)
     }
 }

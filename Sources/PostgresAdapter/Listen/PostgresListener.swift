@@ -39,8 +39,6 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
         var items: [PostgresNotification] = []
         var head = 0
         var dropped = 0
-        var droppedWatchers: [UInt64: AsyncStream<Int>.Continuation] = [:]
-        var nextWatcher: UInt64 = 0
         var waiter: CancellationCell<PostgresNotification?>?
         var ended: (any Error)?
         var endedCleanly = false
@@ -68,21 +66,12 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
 
     /// Notifications dropped because the buffer was full (the oldest go first).
     public var droppedCount: Int { buffer.withLock { $0.dropped } }
+    private let drops = Broadcast<Int>()
 
     /// ``droppedCount`` now, then every time it grows: to alert on lost notifications, or to await a burst
     /// being absorbed. The stream ends when its consumer stops iterating.
     public func droppedCountUpdates() -> AsyncStream<Int> {
-        let (stream, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(16))
-        let (id, current) = buffer.withLock { buffer -> (UInt64, Int) in
-            buffer.nextWatcher += 1
-            buffer.droppedWatchers[buffer.nextWatcher] = continuation
-            return (buffer.nextWatcher, buffer.dropped)
-        }
-        continuation.yield(current)
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.buffer.withLock { $0.droppedWatchers.removeValue(forKey: id) }
-        }
-        return stream
+        drops.subscribe(bufferingNewest: 16) { droppedCount }
     }
 
     /// Connects, runs `LISTEN` for each channel, and starts reading.
@@ -184,7 +173,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     /// Appends under the bound (dropping the oldest), then hands one to a waiting consumer.
     private func deliver(_ notifications: [PostgresNotification]) {
         guard !notifications.isEmpty else { return }
-        var drops: (count: Int, watchers: [AsyncStream<Int>.Continuation])?
+        var dropped: Int?
         let (waiter, first) = buffer.withLock {
             buffer -> (CancellationCell<PostgresNotification?>?, PostgresNotification?) in
             guard buffer.ended == nil, !buffer.endedCleanly else { return (nil, nil) }
@@ -194,7 +183,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
                 let excess = count - bufferLimit
                 buffer.head += excess
                 buffer.dropped += excess
-                if !buffer.droppedWatchers.isEmpty { drops = (buffer.dropped, Array(buffer.droppedWatchers.values)) }
+                dropped = buffer.dropped
             }
             if buffer.head > 4096, buffer.head * 2 > buffer.items.count {
                 buffer.items.removeFirst(buffer.head)
@@ -205,9 +194,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
             defer { buffer.head += 1 }
             return (waiter, buffer.items[buffer.head])
         }
-        if let drops {
-            for watcher in drops.watchers { watcher.yield(drops.count) }
-        }
+        if let dropped { drops.yield(dropped) }
         if let waiter, let first, !waiter.succeed(first) {
             // The consumer left at that instant: keep the notification for the next call.
             buffer.withLock { buffer in

@@ -36,7 +36,7 @@ public final class PostgresPool: Sendable {
     private let nextID = Locked<UInt64>(0)
     private let onNotice: (@Sendable (PostgresNotice) -> Void)?
     private let background = OwnedTasks()
-    private let occupancyWatchers = PoolOccupancyWatchers()
+    private let occupancyChanges = Broadcast<PoolOccupancy>()
     /// The fast-path channel (`nil` when off).
     public let cancelChannel: PostgresCancelChannel?
     /// Which path each cancel of the pool's connections took.
@@ -85,7 +85,7 @@ public final class PostgresPool: Sendable {
     /// How full the pool is now, then after every change: to wait for "every connection is leased" or "twelve
     /// tasks are queued" as an event, or to feed a gauge. The stream ends when its consumer stops iterating.
     public func occupancyUpdates() -> AsyncStream<PoolOccupancy> {
-        occupancyWatchers.subscribe { machine.withLock(Self.occupancy) }
+        occupancyChanges.subscribe(bufferingNewest: 64) { machine.withLock(Self.occupancy) }
     }
 
     private static func occupancy(_ machine: inout Machine) -> PoolOccupancy {
@@ -99,7 +99,7 @@ public final class PostgresPool: Sendable {
             let result = body(&machine)
             return (result, before, Self.occupancy(&machine))
         }
-        if before != after { occupancyWatchers.publish(after) }
+        if before != after { occupancyChanges.yield(after) }
         return result
     }
 

@@ -1,8 +1,12 @@
 import Synchronization
 
-/// Fan-out of values to any number of `AsyncStream` subscribers, each with its own newest-first buffer.
-/// Subscriptions are removed when their consumer stops iterating. Thread-safe; yielding never blocks.
-final class Broadcast<Element: Sendable>: Sendable {
+/// Fan-out of values to any number of `AsyncStream` subscribers, each with its own buffer of the newest
+/// values. Subscriptions are removed when their consumer stops iterating. Thread-safe; yielding never blocks,
+/// and costs one atomic load when nobody subscribes. The one implementation behind every observable stream of
+/// the package (registry events, reactor and pool counts, cancel statistics); adapters use it for theirs.
+///
+/// Call ``yield(_:)`` after releasing your own lock (decide under the lock, act after it).
+public final class Broadcast<Element: Sendable>: Sendable {
     private struct State: Sendable {
         var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
         var nextID: UInt64 = 0
@@ -10,17 +14,20 @@ final class Broadcast<Element: Sendable>: Sendable {
     }
 
     private let state = Locked(State())
+
+    /// A broadcast with no subscribers.
+    public init() {}
     /// Mirrors `state.subscribers.count` (written under the lock), so that a producer with nobody listening
     /// skips building the value at all.
     private let subscriberCount = Atomic<Int>(0)
 
     /// `true` while at least one stream is subscribed. A value yielded concurrently with a subscription may or
     /// may not reach it, as with the lock alone.
-    var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
+    public var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
     /// A stream of every value yielded from now on, starting with `current()` read just after subscribing
     /// (so that no change between the read and the subscription is lost: the stream ends on the newest value).
-    func subscribe(bufferingNewest limit: Int, startingWith current: () -> Element) -> AsyncStream<Element> {
+    public func subscribe(bufferingNewest limit: Int, startingWith current: () -> Element) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(limit))
         add(continuation)
         continuation.yield(current())
@@ -28,7 +35,7 @@ final class Broadcast<Element: Sendable>: Sendable {
     }
 
     /// A stream of every value yielded from now on; already finished if ``finish()`` ran.
-    func subscribe(bufferingNewest limit: Int) -> AsyncStream<Element> {
+    public func subscribe(bufferingNewest limit: Int) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(limit))
         add(continuation)
         return stream
@@ -55,7 +62,8 @@ final class Broadcast<Element: Sendable>: Sendable {
         }
     }
 
-    func yield(_ value: Element) {
+    /// Hands `value` to every subscriber.
+    public func yield(_ value: Element) {
         guard hasSubscribers else { return }
         for subscriber in state.withLock({ Array($0.subscribers.values) }) {
             subscriber.yield(value)
@@ -63,7 +71,7 @@ final class Broadcast<Element: Sendable>: Sendable {
     }
 
     /// Ends every stream; later subscriptions end at once.
-    func finish() {
+    public func finish() {
         let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
             state.finished = true
             defer {
