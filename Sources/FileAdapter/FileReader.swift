@@ -46,8 +46,12 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
     /// Opens a regular file for reading (the `open` runs on the blocking pool).
     ///
     /// - Parameters:
+    ///   - path: the file to read.
     ///   - chunkSize: bytes per `pread`; also the worst-case work left after a cancellation.
     ///   - follow: at the end of the file, wait for it to grow instead of ending the stream.
+    ///   - scope: the scope that owns the reader (closed when it ends).
+    ///   - pool: the blocking pool the reads run on.
+    ///   - reactor: the reactor that waits for growth (`follow`).
     /// - Throws: ``FileError`` (`notFound`, `permissionDenied`, `isDirectory`, `notARegularFile`), or the
     ///   scope's cancellation.
     public static func open(

@@ -8,7 +8,7 @@ import Glibc
 /// Reads are non-blocking and wait for data through the reactor.
 ///
 /// Cancellation: a read blocked on a silent writer resumes immediately with `CancellationError` when its task,
-/// scope or the reader is cancelled (``DeadlineExceededError`` when the scope's deadline passes). The writer
+/// scope or the reader is cancelled (`DeadlineExceededError` when the scope's deadline passes). The writer
 /// going away is the end of the stream (`nil`), not an error. The scope's end closes the descriptor once.
 public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader, CustomStringConvertible {
     /// The resource kind of stream readers.

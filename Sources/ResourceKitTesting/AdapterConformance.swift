@@ -51,6 +51,8 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
 
     /// Describes the adapter.
     /// - Parameters:
+    ///   - name: the adapter's name in the report.
+    ///   - bounds: the time limits of the checks.
     ///   - make: creates the resource and registers it in the given scope (as the adapter's public API does).
     ///   - blockingOperation: one operation that blocks until something outside happens (a read on a silent
     ///     peer, a query waiting on a lock).

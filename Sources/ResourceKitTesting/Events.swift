@@ -38,7 +38,7 @@ public func collectEvents<Element: Sendable>(
 }
 
 /// Waits until a value of `stream` satisfies `predicate`: synchronisation by an event stream (for example
-/// ``IOReactor/waitingDescriptorCounts()``), never by polling. Throws ``ConditionNeverHeld`` after `timeout`
+/// `IOReactor/waitingDescriptorCounts()`), never by polling. Throws ``ConditionNeverHeld`` after `timeout`
 /// instead of hanging.
 public func until<Element: Sendable>(
     _ what: String,

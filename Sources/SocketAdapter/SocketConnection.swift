@@ -4,13 +4,13 @@ public import ResourceKit
 import Glibc
 #endif
 
-/// A connected stream socket (TCP over IPv4/IPv6, or Unix-domain) living in a ``ResourceScope``.
+/// A connected stream socket (TCP over IPv4/IPv6, or Unix-domain) living in a `ResourceScope`.
 ///
-/// Reading comes from ``BufferedByteReader``: `read(upTo:)` (`nil` at the peer's end of stream),
+/// Reading comes from `BufferedByteReader`: `read(upTo:)` (`nil` at the peer's end of stream),
 /// `readExactly`, `readLine`, `chunks()`, `lines()`. Only one task may read, and one write, at a time.
 ///
 /// Cancellation: a read, write or connect blocked on this socket resumes immediately with `CancellationError`
-/// when its task, the socket's scope or the socket itself is cancelled (with ``DeadlineExceededError`` when
+/// when its task, the socket's scope or the socket itself is cancelled (with `DeadlineExceededError` when
 /// the scope's deadline passes); then the socket is shut down (`shutdown(SHUT_RDWR)`), so later operations fail
 /// fast too. The scope's end closes the descriptor exactly once. Peer EOF is not an error; a peer reset,
 /// refusal or unreachable network is a ``SocketError``.
@@ -37,7 +37,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// Resolves `host` and connects to the first address that accepts, registering the socket in `scope`.
     ///
     /// Cancellation: resolution runs on the blocking pool and connecting through the reactor; both stop at
-    /// once when the task is cancelled (the scope's deadline, or `deadline`, gives ``DeadlineExceededError``).
+    /// once when the task is cancelled (the scope's deadline, or `deadline`, gives `DeadlineExceededError`).
     /// The socket is registered *before* the connect starts, so a cancellation at any moment closes it.
     /// - Throws: ``SocketError`` (`connectionRefused`, `unreachable`, `timedOut`, `resolutionFailed`, ...).
     public static func connect(

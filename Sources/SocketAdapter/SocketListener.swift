@@ -4,7 +4,7 @@ public import ResourceKit
 import Glibc
 #endif
 
-/// A listening socket (TCP or Unix-domain) living in a ``ResourceScope``.
+/// A listening socket (TCP or Unix-domain) living in a `ResourceScope`.
 ///
 /// Cancellation: ``accept(in:)`` blocked on an idle listener resumes immediately with `CancellationError` when
 /// its task, the listener's scope or the listener is cancelled; cancelling the listener also shuts it down.

@@ -14,7 +14,7 @@ struct ConnectionInfo: Sendable {
     /// The password, to scrub it from libpq's messages.
     var password: String? { value(of: "password") }
 
-    /// Parses `conninfo` or throws ``PostgresError/Kind/invalidConfiguration`` (the message names no part of it).
+    /// Parses `conninfo` or throws ``PostgresError/Code/invalidConfiguration`` (the message names no part of it).
     init(_ conninfo: String) throws {
         var errorMessage: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(conninfo, &errorMessage) else {

@@ -13,6 +13,10 @@ extension PostgresConnection {
     ///   - conninfo: a conninfo string (`host=... port=... user=...`) or a `postgres://` URL.
     ///   - scope: the owning scope; `nil` registers the connection with `registry` alone, and the caller
     ///     (a pool) must close it.
+    ///   - registry: where the connection is recorded (the scope's registry when `scope` is given).
+    ///   - reactor: the reactor its waits go through.
+    ///   - pool: the blocking pool that resolves host names.
+    ///   - cancelTimeout: how long `close()` waits for a cancel in flight (a frozen server) before it closes.
     ///   - statistics: where the connection counts its cancels (a pool shares one).
     ///   - onNotice: receives the server's notices and warnings. `nil`: each becomes a registry event
     ///     `postgres.notice.<severity>` and its text is dropped. Never printed.

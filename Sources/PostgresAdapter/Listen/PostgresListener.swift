@@ -28,7 +28,7 @@ public struct PostgresNotification: Sendable, Hashable {
 ///   ``cancel()`` ends the sequence at once (`CancellationError`, or `DeadlineExceededError`) and shuts the
 ///   connection's socket down, so the server ends the session and nothing listens any more; the scope then
 ///   closes the listener. Notifications still buffered are dropped.
-/// - A lost connection ends the sequence with ``PostgresError/Kind/connection`` after the buffered ones.
+/// - A lost connection ends the sequence with ``PostgresError/Code/connection`` after the buffered ones.
 public final class PostgresListener: ManagedResource, AsyncSequence, CustomStringConvertible {
     public typealias Element = PostgresNotification
 
@@ -78,6 +78,10 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     ///
     /// - Parameters:
     ///   - channels: channel names (quoted as identifiers: any text is safe).
+    ///   - conninfo: the server to listen on (a connection of its own is opened).
+    ///   - scope: the scope that owns the listener (its connection closes when the scope ends).
+    ///   - registry: where the listener and its connection are recorded.
+    ///   - onNotice: receives the session's notices; `nil`: registry events.
     ///   - bufferLimit: notifications kept while nobody iterates (default 10,000); see the overflow policy.
     /// Cancellation: as ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:onNotice:)``.
     /// - Throws: ``PostgresError``, `CancellationError`, `DeadlineExceededError`.

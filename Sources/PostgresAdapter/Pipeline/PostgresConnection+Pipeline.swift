@@ -19,7 +19,7 @@ extension PostgresConnection {
     ///
     /// Errors: as the server does, a statement that fails aborts the rest of the batch up to the sync. The
     /// call does not throw for that: the failed statement's entry is `.failure` with the server's error, and
-    /// every later one is `.failure` with ``PostgresError/Kind/pipelineAborted``. The batch is one implicit
+    /// every later one is `.failure` with ``PostgresError/Code/pipelineAborted``. The batch is one implicit
     /// transaction: statements before the failure are rolled back too unless the batch ran inside an explicit
     /// transaction.
     ///

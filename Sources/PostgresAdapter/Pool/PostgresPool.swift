@@ -9,7 +9,7 @@ public import ResourceKit
 ///   checked on lease without waiting (a zero-timeout read: the server closed it, a restart, an
 ///   `idle_session_timeout`) and replaced by a fresh one if dead. After a server restart with an idle pool of
 ///   N, the next N queries all succeed.
-/// - The fast cancel path (``cancelFastPath``) keeps one control connection and uses it only for connections
+/// - The fast cancel path (`cancelFastPath:` in `init`) keeps one control connection and uses it only for connections
 ///   whose backend is verified to be on the control connection's server; everything else (a pooler, a
 ///   balancer, a dead control connection) uses cancel requests. ``cancelStatistics`` says which path each
 ///   cancel took.
@@ -44,10 +44,14 @@ public final class PostgresPool: Sendable {
 
     /// Creates a pool; connections open lazily.
     /// - Parameters:
+    ///   - conninfo: a conninfo string or a `postgres://` URL, used for every connection.
+    ///   - maxConnections: the most connections open at once.
+    ///   - registry: where the pool's connections are recorded.
+    ///   - reactor: the reactor the connections wait on.
     ///   - cancelFastPath: keep one extra control connection and cancel with `pg_cancel_backend` where that is
     ///     proven safe (see ``PostgresCancelChannel``); cancel requests remain the fallback.
     ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
-    /// - Throws: ``PostgresError/Kind/invalidConfiguration`` for a malformed conninfo or URL.
+    /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
     public init(
         conninfo: String,
         maxConnections: Int,
@@ -219,7 +223,7 @@ public final class PostgresPool: Sendable {
         perform(withMachine { $0.release(connection, returned) })
     }
 
-    /// Shuts the pool down: waiters fail with ``PostgresError/Kind/poolClosed``, idle connections are closed
+    /// Shuts the pool down: waiters fail with ``PostgresError/Code/poolClosed``, idle connections are closed
     /// now, leased ones when they come back; returns when the pool's own background work (cleanups, closes)
     /// and its control connection are done.
     public func shutdown() async {

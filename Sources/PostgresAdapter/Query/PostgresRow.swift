@@ -18,7 +18,7 @@ public struct PostgresRow: Sendable, Hashable {
     public subscript(index: Int) -> String? { values[index] }
 
     /// Decodes column `index`.
-    /// - Throws: ``PostgresError/Kind/decoding`` for an out-of-range index, NULL into a non-optional, or bad text.
+    /// - Throws: ``PostgresError/Code/decoding`` for an out-of-range index, NULL into a non-optional, or bad text.
     public func decode<T: PostgresDecodable>(_ type: T.Type = T.self, at index: Int) throws -> T {
         guard values.indices.contains(index) else {
             throw PostgresError(.decoding, "column index \(index) is out of range (\(values.count) columns)")

@@ -85,7 +85,10 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     /// available; `nil` at the end of the stream. The building block of stream adapters' `receive(upTo:)`.
     ///
     /// Cancellation: as ``perform(_:boundTo:deadline:_:)``.
-    /// - Parameter failure: turns an `errno` other than `EAGAIN`/`EINTR` into the adapter's typed error.
+    /// - Parameters:
+    ///   - maxBytes: the most bytes to return.
+    ///   - handle: the resource the wait is bound to (its task, scope and deadline cancel it).
+    ///   - failure: turns an `errno` other than `EAGAIN`/`EINTR` into the adapter's typed error.
     nonisolated(nonsending) public func readSome(
         upTo maxBytes: Int,
         boundTo handle: ResourceHandle?,

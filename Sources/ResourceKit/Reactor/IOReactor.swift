@@ -78,6 +78,8 @@ public final class IOReactor: Sendable {
     /// Waits until `fd` is ready for `interest`.
     ///
     /// - Parameters:
+    ///   - fd: a non-blocking descriptor that can be polled (socket, pipe, FIFO, eventfd, character device).
+    ///   - interest: readable or writable.
     ///   - handle: binds the wait to a resource: cancelling the resource or its scope (or the scope's
     ///     deadline passing) ends the wait at once.
     ///   - deadline: an extra deadline for this wait alone.

@@ -77,7 +77,7 @@ public final class ResourceRegistry: Sendable {
     /// Registers a resource that no scope owns: the caller must call ``ResourceHandle/close()`` (a handle
     /// released without close is reported as leaked and closed best-effort).
     ///
-    /// - Throws: ``ResourceKitError/alreadyRegistered`` if this object is already registered and not closed.
+    /// - Throws: ``ResourceKitError/Code/alreadyRegistered`` if this object is already registered and not closed.
     public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) throws -> ResourceHandle {
         try register(resource, kind: kind, label: label, scopePath: "", deadline: nil)
     }

@@ -12,7 +12,7 @@ import Glibc
 /// `Locked` is a reference: copies share the value and the mutex. The value and the mutex live in one heap
 /// allocation.
 ///
-/// `@unchecked Sendable`: the only stored property is a reference to a ``LockedStorage`` (not `Sendable`
+/// `@unchecked Sendable`: the only stored property is a reference to a `LockedStorage` (not `Sendable`
 /// itself, as `ManagedBuffer` never is), whose value is only read or written inside `withLock`/`wait`,
 /// between `pthread_mutex_lock` and `pthread_mutex_unlock` on the mutex in the same object, which is
 /// initialised before the reference is shared and destroyed after the last one is gone. `Value: Sendable`
@@ -54,7 +54,7 @@ public struct Locked<Value: Sendable>: @unchecked Sendable {
     }
 }
 
-/// The header of a ``LockedStorage``.
+/// The header of a `LockedStorage`.
 struct LockedHeader<Value> {
     var value: Value
     let hasCondition: Bool

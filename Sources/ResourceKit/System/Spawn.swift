@@ -28,7 +28,11 @@ extension Syscall {
     /// then do nothing. Every spawner in the package goes through here for that reason.
     ///
     /// - Parameters:
+    ///   - arguments: the program and its arguments.
     ///   - environment: the child's whole environment; `nil` passes the parent's.
+    ///   - standardInput: what the child reads (default `/dev/null`).
+    ///   - standardOutput: where the child writes (default the parent's).
+    ///   - standardError: where the child's errors go (default the parent's).
     /// - Returns: the child's pid. Reap it with ``waitForExit(_:)`` (blocking: from the blocking pool).
     /// - Throws: ``SystemError`` (`posix_spawn`) with the reason, for example `ENOENT` for a missing program.
     public static func spawn(
