@@ -76,9 +76,12 @@ public final class DemoProcess: Sendable {
         return status.withLock { $0 } ?? -1
     }
 
-    /// Waits until stdout has a line containing `text`; returns that line.
+    /// Waits until stdout has a line containing `text`; returns that line. Event-driven: an inotify watch on
+    /// the output file wakes it on every write (and on the process's exit, which closes the file).
     public func line(containing text: String, timeout: Duration = .seconds(60)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
+        let watch = GuardedDescriptor(try Syscall.watchFileChanges(path: directory + "/stdout"))
+        defer { watch.close() }
         while true {
             if let line = standardOutput.split(separator: "\n").first(where: { $0.contains(text) }) {
                 return String(line)
@@ -87,7 +90,16 @@ public final class DemoProcess: Sendable {
                 throw ConditionNeverHeld(
                     description: "no line containing '\(text)'; stdout: \(standardOutput) stderr: \(standardError)")
             }
-            try await Task.sleep(for: .milliseconds(10))
+            // Wait for the next change of the file, then drain the watch's events.
+            do {
+                try await watch.perform(.readable, boundTo: nil, deadline: deadline) { fd -> Bool? in
+                    var events = [UInt8](repeating: 0, count: 4096)
+                    let read = try Syscall.nonBlocking("read") { events.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 4096) } }
+                    return read.map { _ in true }
+                }
+            } catch is DeadlineExceededError {
+                continue  // reported above, with the output so far
+            }
         }
     }
 
