@@ -7,9 +7,9 @@ public import ResourceKit
 /// ```swift
 /// @Test func conformsToTheResourceKitContract() async throws {
 ///     let kit = AdapterConformance("ChildProcess",
-///         make: { scope in try await ChildProcess.spawn(["/bin/sleep", "60"], in: scope) },
-///         blockingOperation: { process in _ = try await process.standardOutput.read() },
-///         completeOperation: { process in process.sendForTest("done") })
+///         make: { scope in try await ChildProcess.spawn(["/bin/cat"], in: scope) },
+///         blockingOperation: { process in _ = try await process.read(upTo: 1) },
+///         completeOperation: { process in try process.send("x") })
 ///     let report = await kit.run()
 ///     #expect(report.passed, "\(report)")
 /// }

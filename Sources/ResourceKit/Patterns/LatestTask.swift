@@ -12,7 +12,7 @@
 ///
 /// ```swift
 /// let search = try await LatestTask.start(in: connectionScope, "search", debounce: .milliseconds(300)) { term, scope in
-///     try await pool.withConnection(in: scope) { try await $0.query("SELECT ... WHERE name LIKE $1", [term]) }
+///     try await pool.withConnection { try await $0.query("SELECT ... WHERE name LIKE $1", ["%" + term + "%"]) }
 /// }
 /// for await line in client.lines { search.update(id: line) }   // only the latest term reaches Postgres
 /// ```

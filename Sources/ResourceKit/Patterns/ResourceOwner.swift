@@ -11,7 +11,7 @@
 /// let uploads = ResourceOwner("uploads", gracePeriod: .seconds(10), watchdog: .seconds(2))
 /// // in a request handler:
 /// let upload = try uploads.run(key: "upload-\(id)") { work in
-///     let file = try await FileReader.open(path, in: work.scope)
+///     let file = try await FileReader.open(path: path, in: work.scope)
 ///     ... work.report(progress: sent / total) ...
 /// }
 /// respond(.accepted)                     // the request ends; the upload keeps going
