@@ -22,10 +22,14 @@ public final class EmbeddedPostgres: Sendable {
         public var password: String?
         /// `ssl=on` with a self-signed certificate (needs `openssl` on the machine).
         public var tls: Bool
+        /// The start of the temporary directory's name under `/tmp` (a random suffix follows), so that the
+        /// clusters of one tool can be told from another's.
+        public var directoryPrefix: String
 
-        public init(password: String? = nil, tls: Bool = false) {
+        public init(password: String? = nil, tls: Bool = false, directoryPrefix: String = "resourcekit-pg-") {
             self.password = password
             self.tls = tls
+            self.directoryPrefix = directoryPrefix
         }
     }
 
@@ -135,7 +139,7 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     static func startBlocking(bin: String, options: Options) throws -> EmbeddedPostgres {
-        var template = Array("/tmp/resourcekit-pg-XXXXXX".utf8CString)
+        var template = Array("/tmp/\(options.directoryPrefix)XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw Failure(description: "could not create a temporary directory")
         }

@@ -7,13 +7,17 @@ import TestSupport
 /// The server the Postgres tests use: `RESOURCEKIT_TEST_POSTGRES` (a conninfo or URL) if set, else one
 /// embedded throwaway cluster per test process, stopped at exit. Never skipped: a missing server fails.
 public enum TestDatabase {
+    /// The test fixtures' clusters live in `/tmp/resourcekit-test-pg-*`, apart from the demo's
+    /// (`resourcekit-pg-*`), which a test finds by its directory.
+    public static let directoryPrefix = "resourcekit-test-pg-"
+
     private static let embedded = Locked<EmbeddedPostgres?>(nil)
     private static let startup = Task<String, any Error> {
         if let configured = ProcessInfo.processInfo.environment["RESOURCEKIT_TEST_POSTGRES"], !configured.isEmpty {
             return configured
         }
         // initdb is CPU-heavy for a few seconds: keep it away from the timing-sensitive tests.
-        let server = try await exclusively { try await EmbeddedPostgres.start() }
+        let server = try await exclusively { try await EmbeddedPostgres.start(.init(directoryPrefix: directoryPrefix)) }
         embedded.withLock { $0 = server }
         server.stopOnTerminationSignals()  // Ctrl-C on `swift test` leaves no cluster behind
         atexit { TestDatabase.stopAtExit() }
@@ -31,7 +35,7 @@ public enum TestDatabase {
 
     /// A separate, private cluster (for tests that kill the server).
     public static func privateCluster() async throws -> EmbeddedPostgres {
-        try await EmbeddedPostgres.start()
+        try await EmbeddedPostgres.start(.init(directoryPrefix: directoryPrefix))
     }
 
     /// What `pg_stat_activity` says about `pid`: its `state` (`active`, `idle`, ...), or nil if gone.

@@ -94,7 +94,9 @@ public final class DemoProcess: Sendable {
             do {
                 try await watch.perform(.readable, boundTo: nil, deadline: deadline) { fd -> Bool? in
                     var events = [UInt8](repeating: 0, count: 4096)
-                    let read = try Syscall.nonBlocking("read") { events.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 4096) } }
+                    let read = try Syscall.nonBlocking("read") {
+                        events.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 4096) }
+                    }
                     return read.map { _ in true }
                 }
             } catch is DeadlineExceededError {

@@ -58,9 +58,10 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     /// Repeats `attempt` until it returns a value, waiting for `interest` whenever it returns `nil`
     /// (the call would block: `EAGAIN`).
     ///
-    /// Cancellation: the wait is bound to `handle` (its task, scope and deadline) and `deadline`; a cancelled
-    /// wait throws `CancellationError` or ``DeadlineExceededError`` at once. `attempt` runs under the guard's
-    /// lock and must not block.
+    /// Cancellation: every call is a checkpoint: in a task or for a handle that is already cancelled it throws
+    /// before `attempt` runs (no byte is written or consumed). The wait is bound to `handle` (its task, scope
+    /// and deadline) and `deadline`; a cancelled wait throws `CancellationError` or ``DeadlineExceededError``
+    /// at once. `attempt` runs under the guard's lock and must not block.
     @discardableResult
     nonisolated(nonsending) public func perform<T>(
         _ interest: IOInterest,
@@ -70,6 +71,7 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     ) async throws -> T {
         while true {
             try handle?.checkCancellation()
+            try Task.checkCancellation()
             let (result, fd) = try withDescriptor { fd in (try attempt(fd), fd) }
             if let result { return result }
             try await reactor.wait(for: fd, interest, boundTo: handle, deadline: deadline)

@@ -30,8 +30,11 @@ public final class ReadAhead: Sendable {
 
 extension BufferedByteReader {
     /// Reads at most `maxBytes`, waiting for at least one; `nil` at the end of the stream.
-    /// Cancellation: as ``receive(upTo:)``.
+    /// Cancellation: as ``receive(upTo:)``; in a task that is already cancelled it throws first and consumes
+    /// nothing.
     public func read(upTo maxBytes: Int = 65_536) async throws -> [UInt8]? {
+        // A checkpoint: in a cancelled task, nothing buffered is consumed.
+        try Task.checkCancellation()
         let buffered = readAhead.withLock { framer -> [UInt8] in
             let bytes = framer.pending
             guard !bytes.isEmpty else { return [] }
@@ -65,6 +68,7 @@ extension BufferedByteReader {
     /// - Throws: ``ByteStreamError/Code/lineTooLong`` past `maxLength` bytes; cancellation as
     ///   ``receive(upTo:)``.
     public func readLine(maxLength: Int = 4096) async throws -> String? {
+        try Task.checkCancellation()  // a checkpoint: in a cancelled task, nothing buffered is consumed
         while true {
             let line = try readAhead.withLock { framer -> String? in
                 if framer.maxLength != maxLength {

@@ -30,7 +30,8 @@ public final class ProductionShapes: Sendable {
 
     private static let startup = Task<ProductionShapes, any Error> {
         try await exclusively {
-            let secured = try await EmbeddedPostgres.start(.init(password: password, tls: true))
+            let secured = try await EmbeddedPostgres.start(
+                .init(password: password, tls: true, directoryPrefix: TestDatabase.directoryPrefix))
             secured.stopOnTerminationSignals()
             async let bouncer = PgBouncerProcess.start(serverPort: secured.port, password: password)
             async let serverA = NamespacedPostgres.start()
