@@ -63,20 +63,32 @@ public final class SilentPeer: Sendable {
         try SilentPeer(command: ["python3", "-c", pythonScript])
     }
 
-    /// Stops the peer (closing every connection it held) and reaps it (blocking until it exited; it exits as
-    /// soon as its input closes). Idempotent.
-    public func stop() {
-        guard
-            let writer = stdinWriter.withLock({ writer -> Int32? in
-                defer { writer = nil }
-                return writer
-            })
-        else { return }
-        Syscall.close(writer)
-        _ = try? Syscall.waitForExit(pid)
+    /// Stops the peer (closing every connection it held: it exits as soon as its input closes) and reaps it,
+    /// waiting on the blocking pool, never on the cooperative pool. Idempotent.
+    ///
+    /// Cancellation: a cancelled caller returns at once; the peer still exits and is reaped.
+    public func stop() async {
+        guard let pid = closeInput() else { return }
+        _ = try? await BlockingPool.shared.run { try Syscall.waitForExit(pid) }
     }
 
-    deinit { stop() }
+    /// Closes the peer's input; returns its pid the first time.
+    private func closeInput() -> Int32? {
+        let writer = stdinWriter.withLock { writer -> Int32? in
+            defer { writer = nil }
+            return writer
+        }
+        guard let writer else { return nil }
+        Syscall.close(writer)
+        return pid
+    }
+
+    deinit {
+        // Dropped without stop(): the peer still exits (its input closes) and is reaped on the blocking pool.
+        if let pid = closeInput() {
+            BlockingPool.shared.submit { _ = try? Syscall.waitForExit(pid) }
+        }
+    }
 
     private static let pythonScript = """
         import os, selectors, socket, sys

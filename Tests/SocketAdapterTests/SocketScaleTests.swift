@@ -11,7 +11,6 @@ import Testing
         try await exclusively {
             let count = 10_000
             let peer = try SilentPeer.python()
-            defer { peer.stop() }
             let registry = ResourceRegistry()
             let reactor = IOReactor(name: "t.sock.scale")
             defer { reactor.shutdown() }
@@ -65,6 +64,7 @@ import Testing
                 DescriptorLedger.now().count <= baseline + 64,
                 "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
             print("socket scale: \(count) blocked reads cancelled and closed in \(elapsed)")
+            await peer.stop()
         }
     }
 }

@@ -17,7 +17,6 @@ enum ScaleBench {
 
     static func run(count: Int) async throws -> Result {
         let peer = try SilentPeerMode.spawn()
-        defer { peer.stop() }
         let reactor = IOReactor(name: "bench.scale")
         defer { reactor.shutdown() }
         let fdsBefore = openDescriptors()
@@ -45,6 +44,7 @@ enum ScaleBench {
             await readers.value
             result.lastReturned = .now - start
         }
+        await peer.stop()
         result.fdsAfter = openDescriptors()
         return result
     }
