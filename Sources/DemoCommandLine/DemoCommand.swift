@@ -20,8 +20,8 @@ public protocol DemoCommand: Sendable {
 
 /// What a command line asks for.
 public enum CommandLineRequest: Equatable {
-    /// Print this text and exit with status 0 (`--help`, `COMMAND --help`, `--version`).
-    case print(String)
+    /// Show this text (the caller prints it) and exit with status 0 (`--help`, `COMMAND --help`, `--version`).
+    case show(String)
     /// Print this usage error and exit with status 2.
     case usageError(UsageError)
     /// Run the command named here with these flags.
@@ -29,7 +29,7 @@ public enum CommandLineRequest: Equatable {
 
     public static func == (lhs: CommandLineRequest, rhs: CommandLineRequest) -> Bool {
         switch (lhs, rhs) {
-        case (.print(let a), .print(let b)): a == b
+        case (.show(let a), .show(let b)): a == b
         case (.usageError(let a), .usageError(let b)): a == b
         case (.run(let a, _), .run(let b, _)): a == b
         default: false
@@ -43,15 +43,15 @@ public enum CommandLineRequest: Equatable {
         overview: String,
         version: String
     ) -> CommandLineRequest {
-        if arguments == ["--version"] { return .print(version) }
-        if let first = arguments.first, ["--help", "-h", "help"].contains(first) { return .print(overview) }
+        if arguments == ["--version"] { return .show(version) }
+        if let first = arguments.first, ["--help", "-h", "help"].contains(first) { return .show(overview) }
         guard let fallback = commands.first else { return .usageError(UsageError("no commands")) }
         let name = arguments.first.flatMap { $0.hasPrefix("-") ? nil : $0 } ?? fallback.name
         let rest = arguments.first == name ? Array(arguments.dropFirst()) : arguments
         guard let command = commands.first(where: { $0.name == name }) else {
             return .usageError(UsageError("unknown command '\(name)'"))
         }
-        if rest.contains("--help") || rest.contains("-h") { return .print(command.usage + "\n" + command.details) }
+        if rest.contains("--help") || rest.contains("-h") { return .show(command.usage + "\n" + command.details) }
         do {
             return .run(
                 command: name,

@@ -26,7 +26,7 @@ struct ResourceDemo {
         let command: any DemoCommand.Type
         let arguments: Arguments
         switch request {
-        case .print(let text):
+        case .show(let text):
             Console.line(text)
             exit(0)
         case .usageError(let error):

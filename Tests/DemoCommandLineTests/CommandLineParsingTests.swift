@@ -34,9 +34,9 @@ import Testing
     }
 
     @Test func helpVersionAndTheDefaultCommand() {
-        #expect(parse(["--help"]) == .print("OVERVIEW"))
-        #expect(parse(["-h"]) == .print("OVERVIEW"))
-        #expect(parse(["--version"]) == .print("v1"))
+        #expect(parse(["--help"]) == .show("OVERVIEW"))
+        #expect(parse(["-h"]) == .show("OVERVIEW"))
+        #expect(parse(["--version"]) == .show("v1"))
         #expect(
             parse([]) == .run(command: "first", try! Arguments(command: "first", [], valueFlags: [], switchFlags: [])))
         guard case .run("first", let arguments) = parse(["--json"]) else {
@@ -44,7 +44,7 @@ import Testing
             return
         }
         #expect(arguments.has("--json"))
-        #expect(parse(["second", "--help"]) == .print(Second.usage + "\n" + Second.details))
+        #expect(parse(["second", "--help"]) == .show(Second.usage + "\n" + Second.details))
     }
 
     @Test func usageErrorsNameTheProblem() {
