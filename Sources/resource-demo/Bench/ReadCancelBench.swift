@@ -115,16 +115,7 @@ enum ReadCancelBench {
         return ContinuousClock.now - start
     }
 
-    /// The Swift floor: a task suspended in a bare continuation that `onCancel` resumes; no I/O at all.
-    static func swiftFloor(rounds: Int) async -> Samples {
-        var samples: [Duration] = []
-        for _ in 0..<rounds {
-            samples.append(await floorSample())
-        }
-        return Samples("Swift floor (bare continuation, onCancel resumes)", durations: samples)
-    }
-
-    /// One round of the Swift floor.
+    /// One round of the Swift floor: a task suspended in a bare continuation that `onCancel` resumes; no I/O.
     static func floorSample() async -> Duration {
         let slot = Locked<(parked: CheckedContinuation<Void, Never>?, cancelled: Bool)>((nil, false))
         // Owner: this round (`cancelLatency` cancels and awaits it).
