@@ -138,7 +138,26 @@ public final class EmbeddedPostgres: Sendable {
         }
     }
 
+    /// Starts a cluster, trying again (three attempts in all) when the server itself does not come up: the
+    /// free port picked for it can be taken by another process between the pick and the server's bind.
     static func startBlocking(bin: String, options: Options) throws -> EmbeddedPostgres {
+        var attempt = 1
+        while true {
+            do {
+                return try startOnce(bin: bin, options: options)
+            } catch let failed as ServerDidNotStart {
+                guard attempt < 3 else { throw failed.failure }
+                attempt += 1
+            }
+        }
+    }
+
+    /// `pg_ctl start` failed (the cluster was made): worth another try on another port.
+    private struct ServerDidNotStart: Error {
+        let failure: Failure
+    }
+
+    private static func startOnce(bin: String, options: Options) throws -> EmbeddedPostgres {
         var template = Array("/tmp/\(options.directoryPrefix)XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw Failure(description: "could not create a temporary directory")
@@ -173,10 +192,17 @@ public final class EmbeddedPostgres: Sendable {
                     ], asRoot: asRoot, log: directory + "/openssl.log")
                 chmod(directory + "/server.key", 0o600)
             }
-            try run(
-                bin + "/pg_ctl",
-                ["-D", data, "-l", directory + "/server.log", "-w", "-t", "60", "-o", server.serverOptions, "start"],
-                asRoot: asRoot, log: directory + "/pg_ctl.log")
+            do {
+                try run(
+                    bin + "/pg_ctl",
+                    [
+                        "-D", data, "-l", directory + "/server.log", "-w", "-t", "60", "-o", server.serverOptions,
+                        "start",
+                    ],
+                    asRoot: asRoot, log: directory + "/pg_ctl.log")
+            } catch let failure as Failure {
+                throw ServerDidNotStart(failure: failure)
+            }
         } catch {
             server.stopBlocking()
             throw error
