@@ -22,27 +22,27 @@ import Testing
             let registry = ResourceRegistry()
             let reactor = IOReactor(name: "t.fifo")
             defer { reactor.shutdown() }
-            var latencies: [Duration] = []
+            var rounds: [CancelMeasurement<[UInt8]?>] = []
             for _ in 0..<5 {
                 // The writer exists before the reader opens (O_RDWR opens a FIFO without waiting for a reader) and
                 // stays silent, so the read can only block.
                 let writer = open(path, O_RDWR | O_NONBLOCK)
                 try #require(writer >= 0)
-                let task = Task {
+                let round = try await measureCancellation {
                     try await withResourceScope("fifo", registry: registry) { scope in
                         let reader = try await StreamReader.open(path: path, in: scope, reactor: reactor)
                         return try await reader.read()
                     }
+                } whenParked: {
+                    try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
                 }
-                try await until("a wait parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
-                let cancelled = ContinuousClock.now
-                task.cancel()
-                let result = await task.result
-                latencies.append(ContinuousClock.now - cancelled)
-                #expect(throws: CancellationError.self) { try result.get() }
+                rounds.append(round)
+                #expect(throws: CancellationError.self) { try round.result.get() }
                 Syscall.close(writer)
             }
-            #expect(latencies.sorted()[2] < TimingBound.median, "latencies \(latencies)")
+            #expect(
+                median(rounds.map(\.excess)) < TimingBound.median,
+                "cancel-to-return \(rounds.map(\.latency)), reference \(rounds.map(\.reference))")
             #expect(registry.liveCount == 0)
         }
     }

@@ -6,6 +6,8 @@ public enum TimingBound {
     /// millisecond; a path that is broken waits for the operation's own timeout (20 s or more in the tests).
     public static let singleShot: Duration = .seconds(1)
 
-    /// The median of several cancel-to-return measurements taken while holding the test gate.
+    /// The median, over several rounds taken while holding the test gate, of a cancel-to-return latency's excess
+    /// over a reference task cancelled at the same instant (``CancelMeasurement/excess``): what the path under
+    /// test costs beyond the scheduler. A path that polls or waits for a timeout exceeds it.
     public static let median: Duration = .milliseconds(50)
 }
