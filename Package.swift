@@ -96,7 +96,7 @@ let package = Package(
         // The conformance kit against seeded bugs.
         .testTarget(
             name: "ResourceKitTestingTests",
-            dependencies: ["ResourceKitTesting", "ResourceKit", "CSystemShims", "TestSupport"],
+            dependencies: ["ResourceKitTesting", "ResourceKit", "SocketAdapter", "CSystemShims", "TestSupport"],
             swiftSettings: strict
         ),
         .testTarget(name: "DemoCommandLineTests", dependencies: ["DemoCommandLine"], swiftSettings: strict),

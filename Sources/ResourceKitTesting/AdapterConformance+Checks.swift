@@ -36,14 +36,13 @@ extension AdapterConformance {
             viaScope
             ? "cancel while blocked, through the scope (resource cancel)" : "cancel while blocked, through the task"
         return await withFreshResource(name) { scope, resource, _, problems, measurements in
-            let operation = self.operation
-            // Owner: this check, which awaits it (bounded) below.
-            let task = Task { try await operation(resource) }
+            // The task records when the operation returned: the figure has none of the kit's own hops in it.
+            let (task, returned) = Self.start(operation, on: resource)
             await Self.blocked(scope, within: bounds.settle)
             let cancelled = ContinuousClock.now
             if viaScope { scope.cancel() } else { task.cancel() }
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
-            let elapsed = ContinuousClock.now - cancelled
+            let elapsed = (returned.withLock { $0 } ?? .now) - cancelled
             guard let ended else {
                 problems.append(
                     """

@@ -16,6 +16,7 @@ extension AdapterConformance {
     func withFreshResource(
         _ name: String,
         bodyThrows: (any Error)? = nil,
+        deadline: ContinuousClock.Instant? = nil,
         _ body: (ResourceScope, Resource, _ opened: [Int32: String], inout [String], inout [String]) async -> Void
     ) async -> ConformanceReport.Check {
         // The shared reactor and pool open their own descriptors on first use: not the adapter's.
@@ -27,7 +28,7 @@ extension AdapterConformance {
         let before = DescriptorLedger.now()
         var made = false
         do {
-            try await withResourceScope("conformance", registry: registry) { scope in
+            try await withResourceScope("conformance", deadline: deadline, registry: registry) { scope in
                 let resource = try await make(scope)
                 made = true
                 opened = DescriptorLedger.now().opened(since: before)
@@ -87,6 +88,73 @@ extension AdapterConformance {
         // Ends when the task ends or at the deadline (the hang report); nothing else is waited for.
         try? await done.wait(deadline: started + limit)
         return (result.withLock { $0 }, ContinuousClock.now - started)
+    }
+
+    /// Starts `operation` on `resource` in a task of its own (which does not own the resource's scope) that
+    /// records the instant the operation returned, so that a cancel-to-return figure has no hop of the kit's in it.
+    static func start(
+        _ operation: @escaping @Sendable (Resource) async throws -> Void, on resource: Resource,
+        cancelledFirst: Bool = false
+    ) -> (Task<Void, any Error>, Locked<ContinuousClock.Instant?>) {
+        let returned = Locked<ContinuousClock.Instant?>(nil)
+        // Owner: the check that called `start`, which awaits it (bounded by `hang`).
+        let task = Task {
+            if cancelledFirst { withUnsafeCurrentTask { $0?.cancel() } }
+            defer { returned.withLock { $0 = .now } }
+            try await operation(resource)
+        }
+        return (task, returned)
+    }
+
+    /// Asks `probe` every few milliseconds until it answers `wanted` or `limit` passes; returns whether it did,
+    /// after how long, and the probe's last error if it threw. Polling is the only way to watch work outside
+    /// the process (a server's status). The probe runs outside the check's scope, which may be cancelled.
+    static func poll(
+        _ probe: @escaping @Sendable (Resource) async throws -> Bool, _ resource: Resource, until wanted: Bool,
+        within limit: Duration
+    ) async -> (Bool, Duration, (any Error)?) {
+        let started = ContinuousClock.now
+        while true {
+            let answer = await ResourceScope.$current.withValue(nil) {
+                do { return Result<Bool, any Error>.success(try await probe(resource)) } catch {
+                    return .failure(error)
+                }
+            }
+            if case .success(wanted) = answer { return (true, ContinuousClock.now - started, nil) }
+            if ContinuousClock.now - started > limit {
+                if case .failure(let error) = answer { return (false, ContinuousClock.now - started, error) }
+                return (false, ContinuousClock.now - started, nil)
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    /// Runs `exchange` with `token`, bounded by `limit`: the reply, or what went wrong.
+    static func exchange(
+        _ exchange: @escaping @Sendable (Resource, String) async throws -> String, _ resource: Resource,
+        token: String, within limit: Duration
+    ) async -> Result<String, ExchangeProblem> {
+        let reply = Locked<String?>(nil)
+        // Owner: this function, which awaits it (bounded by `limit`).
+        let task = Task {
+            let answer = try await exchange(resource, token)
+            reply.withLock { $0 = answer }
+        }
+        let (ended, _) = await wait(for: task, upTo: limit)
+        switch ended {
+        case nil:
+            task.cancel()
+            return .failure(.hung)
+        case .failure(let error)?:
+            return .failure(.threw(error))
+        case .success?:
+            return .success(reply.withLock { $0 } ?? "")
+        }
+    }
+
+    enum ExchangeProblem: Error {
+        case hung
+        case threw(any Error)
     }
 
     /// A cancelled operation must throw `CancellationError`, nothing else.

@@ -22,6 +22,12 @@ public import ResourceKit
 /// own); the scope must close the resource exactly once (after success, cancellation and failure) with
 /// every descriptor it opened released and nothing left in the registry.
 ///
+/// Given a request/response pair (`exchange`) and a probe of the external work (`externalWorkRunning`), it
+/// also checks what a cancel leaves behind: after at least 100 operation-level cancels at random points the
+/// next exchange must get its own reply (no late reply leaks into it); a scope deadline must surface as
+/// `DeadlineExceededError`; the external work must stop when the operation's task is cancelled and when the
+/// resource is; and an operation started in a cancelled task must have no effect. Every failure says the fix.
+///
 /// Run it in a serialized test: descriptor accounting compares `/proc/self/fd` before and after, and
 /// descriptors opened by tests running at the same time would be attributed to the adapter.
 public struct AdapterConformance<Resource: ManagedResource>: Sendable {
@@ -35,6 +41,12 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         public var settle: Duration = .milliseconds(50)
         /// How long the kit waits for an operation that should have returned before it reports a hang.
         public var hang: Duration = .seconds(2)
+        /// Rounds of the reuse check (cancel at a random point, then an exchange).
+        public var reuseRounds = 100
+        /// The scope deadline of the deadline check, from the scope's start (`make` runs within it).
+        public var deadline: Duration = .milliseconds(500)
+        /// From the cancelled operation's return to the probe seeing the external work stopped.
+        public var externalStop: Duration = .seconds(2)
 
         public init() {}
     }
@@ -48,6 +60,8 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     let operation: @Sendable (Resource) async throws -> Void
     let complete: (@Sendable (Resource) async throws -> Void)?
     let testSideDescriptors: (@Sendable (Resource) -> [Int32])?
+    let exchange: (@Sendable (Resource, String) async throws -> String)?
+    let externalWorkRunning: (@Sendable (Resource) async throws -> Bool)?
 
     /// Describes the adapter.
     /// - Parameters:
@@ -60,13 +74,20 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     ///     lock); without it, the "cancel after completion" check is skipped.
     ///   - testSideDescriptors: descriptors that `make` opened for the test's side (a peer socket, a FIFO's
     ///     writer), which the resource does not own: they are left out of the leak check.
+    ///   - exchange: one request and its reply: sends a request carrying `token` and returns the reply, which
+    ///     must be `token` (an echo, `SELECT $1`). Enables the reuse and checkpoint checks.
+    ///   - externalWorkRunning: "is the blocking operation's work still running outside the process?" (a
+    ///     server-side status query, a process table look-up), asked every few milliseconds. Enables the
+    ///     external-work checks for both levels of cancellation, and the checkpoint's effect check.
     public init(
         _ name: String,
         bounds: Bounds = Bounds(),
         make: @escaping @Sendable (ResourceScope) async throws -> Resource,
         blockingOperation: @escaping @Sendable (Resource) async throws -> Void,
         completeOperation: (@Sendable (Resource) async throws -> Void)? = nil,
-        testSideDescriptors: (@Sendable (Resource) -> [Int32])? = nil
+        testSideDescriptors: (@Sendable (Resource) -> [Int32])? = nil,
+        exchange: (@Sendable (Resource, _ token: String) async throws -> String)? = nil,
+        externalWorkRunning: (@Sendable (Resource) async throws -> Bool)? = nil
     ) {
         self.name = name
         self.bounds = bounds
@@ -74,6 +95,8 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         self.operation = blockingOperation
         self.complete = completeOperation
         self.testSideDescriptors = testSideDescriptors
+        self.exchange = exchange
+        self.externalWorkRunning = externalWorkRunning
     }
 
     /// Runs every check and returns the report. Never throws and never hangs: an operation that ignores
@@ -89,6 +112,11 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         checks.append(await cancelAfterCompletion())
         checks.append(await cancelIsFastAndIdempotent())
         checks.append(await closedOnceAfterFailure())
+        checks.append(await reuseAfterOperationCancel())
+        checks.append(await deadlineSurfacesAsDeadlineExceeded())
+        checks.append(await externalWorkStops(viaResource: false))
+        checks.append(await externalWorkStops(viaResource: true))
+        checks.append(await checkpoint())
         return ConformanceReport(adapter: name, checks: checks)
     }
 }

@@ -40,11 +40,17 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// once when the task is cancelled (the scope's deadline, or `deadline`, gives `DeadlineExceededError`).
     /// The socket is registered *before* the connect starts, so a cancellation at any moment closes it.
     /// - Throws: ``SocketError`` (`connectionRefused`, `unreachable`, `timedOut`, `resolutionFailed`, ...).
+    ///
+    /// - Parameters:
+    ///   - kind: the kind it is registered and counted under: an adapter built on sockets can pass its own.
+    ///   - label: its label in the registry (never user data); by default `tcp client` or `unix client`.
     public static func connect(
         host: String,
         port: Int,
         in scope: ResourceScope,
         deadline: ContinuousClock.Instant? = nil,
+        kind: ResourceKind = SocketConnection.kind,
+        label: String? = nil,
         reactor: IOReactor = .shared
     ) async throws -> SocketConnection {
         try scope.checkCancellation()
@@ -53,7 +59,8 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         var lastError: (any Error)?
         for address in addresses {
             do {
-                return try await connect(to: address, in: scope, deadline: deadline, reactor: reactor)
+                return try await connect(
+                    to: address, in: scope, deadline: deadline, kind: kind, label: label, reactor: reactor)
             } catch let error as SocketError {
                 lastError = error
             }
@@ -61,18 +68,20 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         throw lastError ?? SocketError(.resolutionFailed, call: "getaddrinfo", errno: 0)
     }
 
-    /// Connects to a Unix-domain socket at `path`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
+    /// Connects to a Unix-domain socket at `path`. Cancellation and parameters as
+    /// ``connect(host:port:in:deadline:kind:label:reactor:)``.
     public static func connect(
         unixPath path: String, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil,
-        reactor: IOReactor = .shared
+        kind: ResourceKind = SocketConnection.kind, label: String? = nil, reactor: IOReactor = .shared
     ) async throws -> SocketConnection {
-        try await connect(to: .unix(path: path), in: scope, deadline: deadline, reactor: reactor)
+        try await connect(
+            to: .unix(path: path), in: scope, deadline: deadline, kind: kind, label: label, reactor: reactor)
     }
 
-    /// Connects to `address`. Cancellation as ``connect(host:port:in:deadline:reactor:)``.
+    /// Connects to `address`. Cancellation and parameters as ``connect(host:port:in:deadline:kind:label:reactor:)``.
     public static func connect(
         to address: SocketAddress, in scope: ResourceScope, deadline: ContinuousClock.Instant? = nil,
-        reactor: IOReactor = .shared
+        kind: ResourceKind = SocketConnection.kind, label: String? = nil, reactor: IOReactor = .shared
     ) async throws -> SocketConnection {
         let fd = socket(
             address.domain, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue),
@@ -80,7 +89,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         guard fd >= 0 else { throw SocketError.from(errno: Syscall.errno, call: "socket") }
         let connection = SocketConnection(fd: fd, reactor: reactor)
         let handle = try await connection.register(
-            in: scope, label: address.family == .unix ? "unix client" : "tcp client")
+            in: scope, kind: kind, label: label ?? (address.family == .unix ? "unix client" : "tcp client"))
         do {
             try await connection.finishConnect(to: address, handle: handle, deadline: deadline)
         } catch {
@@ -92,8 +101,10 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         return connection
     }
 
-    func register(in scope: ResourceScope, label: String) async throws -> ResourceHandle {
-        try await registration.register(self, in: scope, kind: Self.kind, label: label)
+    func register(in scope: ResourceScope, kind: ResourceKind = SocketConnection.kind, label: String) async throws
+        -> ResourceHandle
+    {
+        try await registration.register(self, in: scope, kind: kind, label: label)
     }
 
     private func finishConnect(to address: SocketAddress, handle: ResourceHandle, deadline: ContinuousClock.Instant?)
@@ -135,7 +146,40 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// Prefer `read(upTo:)`, which also drains the read-ahead. Cancellation: see the type's documentation.
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError`` (`connectionReset`, ...).
     public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
-        try await descriptor.readSome(upTo: maxBytes, boundTo: handle) { SocketError.from(errno: $0, call: "recv") }
+        try await receive(upTo: maxBytes, deadline: nil)
+    }
+
+    /// Reads what is available, as ``receive(upTo:)``, waiting at most until `deadline`.
+    ///
+    /// Cancellation: as ``receive(upTo:)``; when `deadline` passes first it throws `DeadlineExceededError` and
+    /// the socket stays usable (nothing was consumed).
+    public func receive(upTo maxBytes: Int, deadline: ContinuousClock.Instant?) async throws -> [UInt8]? {
+        try await descriptor.readSome(upTo: maxBytes, boundTo: handle, deadline: deadline) {
+            SocketError.from(errno: $0, call: "recv")
+        }
+    }
+
+    /// Sends as much of `bytes` as the socket's buffer takes now, without waiting; returns how many bytes went
+    /// out (0 when the buffer is full).
+    ///
+    /// Safe from a cancellation hook (``ManagedResource/cancel()`` or the `onCancel` of
+    /// `withResourceOperation`): it never waits and takes only the descriptor's own short lock. It is not a
+    /// checkpoint (a hook runs in a cancelled task by design). Do not mix it with a ``write(_:)`` in flight.
+    /// - Throws: ``SocketError`` (`brokenPipe`, `connectionReset`, ...), or `ResourceKitError`
+    ///   (`descriptorClosed`) once the socket was closed.
+    @discardableResult
+    public func trySend(_ bytes: some Collection<UInt8>) throws -> Int {
+        let data = Array(bytes)
+        return try descriptor.withDescriptor { fd -> Int in
+            do {
+                let sent = try Syscall.nonBlocking("send") {
+                    data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                }
+                return sent ?? 0
+            } catch let error as SystemError {
+                throw SocketError.from(errno: error.errno, call: "send")
+            }
+        }
     }
 
     /// Writes all of `bytes`, waiting for the socket to accept more when its buffer is full (backpressure).
@@ -144,10 +188,19 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// data may already have been sent.
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError`` (`brokenPipe`, `connectionReset`).
     public func write(_ bytes: some Collection<UInt8>) async throws {
+        try await write(bytes, deadline: nil)
+    }
+
+    /// Writes all of `bytes`, as ``write(_:)``, waiting for buffer space at most until `deadline`
+    /// (`DeadlineExceededError`; part of the data may already have been sent).
+    public func write(_ bytes: some Collection<UInt8>, deadline: ContinuousClock.Instant?) async throws {
         let data = Array(bytes)
         var offset = 0
+        // A checkpoint even for an empty write: in a cancelled task nothing is sent.
+        try handle?.checkCancellation()
+        try Task.checkCancellation()
         while offset < data.count {
-            let sent = try await descriptor.perform(.writable, boundTo: handle) { fd -> Int? in
+            let sent = try await descriptor.perform(.writable, boundTo: handle, deadline: deadline) { fd -> Int? in
                 do {
                     return try Syscall.nonBlocking("send") {
                         data.withUnsafeBytes {

@@ -185,15 +185,14 @@ extension PostgresConnection {
         }
     }
 
-    /// Runs `body` inside one cancellation handler that cancels query `id` on the server (operation-level
-    /// cancellation: the task running `body` need not own the connection's scope). When `body` leaves early
-    /// (cancelled, deadline), the query is marked abandoned: the next operation drains it.
+    /// Runs `body` as one ResourceKit operation whose cancellation cancels query `id` on the server: at the
+    /// operation level (the task running `body`, which need not own the connection's scope) and at the
+    /// resource level alike. When `body` leaves early (cancelled, deadline), the query is marked abandoned: the
+    /// next operation drains it.
     func whileOnWire<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
         do {
-            return try await withTaskCancellationHandler {
+            return try await withResourceOperation(boundTo: handle, onCancel: { _ in self.requestCancel(id) }) {
                 try await body()
-            } onCancel: {
-                self.requestCancel(id)
             }
         } catch {
             state.withLock { state in

@@ -95,7 +95,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///     scope's deadline) cancels the operation. A handle that is already cancelled cancels it before start.
     ///   - deadline: an extra absolute deadline for this operation alone; on expiry it throws
     ///     ``DeadlineExceededError``. Scope deadlines reach the operation through `handle` and need no timer.
-    ///   - shielded: when `true`, cancelling the *calling task* does not cancel the operation (used for
+    ///   - shielded: when `true`, cancelling the *calling task* (or the enclosing
+    ///     ``withResourceOperation(boundTo:deadline:onCancel:_:)``) does not cancel the operation (used for
     ///     bounded cleanup); the handle and the deadline still do.
     ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
     ///     the canceller's thread: short, non-blocking, and it must not take a lock held while completing.
@@ -115,7 +116,13 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             }
         }
         handle?.track(self)
-        defer { handle?.untrack(self) }
+        // The operation the body of `withResourceOperation` runs (if any) resumes this wait when it is cancelled.
+        let operation = shielded ? nil : ResourceOperation.current
+        operation?.add(self)
+        defer {
+            handle?.untrack(self)
+            operation?.remove(self)
+        }
         var timer: ReactorTimerID?
         if let deadline {
             if deadline <= .now {

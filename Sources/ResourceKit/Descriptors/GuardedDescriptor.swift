@@ -90,14 +90,16 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     /// - Parameters:
     ///   - maxBytes: the most bytes to return.
     ///   - handle: the resource the wait is bound to (its task, scope and deadline cancel it).
+    ///   - deadline: a deadline for this read alone (``DeadlineExceededError``).
     ///   - failure: turns an `errno` other than `EAGAIN`/`EINTR` into the adapter's typed error.
     nonisolated(nonsending) public func readSome(
         upTo maxBytes: Int,
         boundTo handle: ResourceHandle?,
+        deadline: ContinuousClock.Instant? = nil,
         failure: (Int32) -> any Error
     ) async throws -> [UInt8]? {
         let count = max(1, maxBytes)
-        let received = try await perform(.readable, boundTo: handle) { fd -> Received? in
+        let received = try await perform(.readable, boundTo: handle, deadline: deadline) { fd -> Received? in
             var buffer = [UInt8](repeating: 0, count: count)
             let read: Int?
             do {

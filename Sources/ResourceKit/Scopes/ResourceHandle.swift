@@ -37,6 +37,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         var cancelReason: CancellationReason?
         var operations: [ObjectIdentifier: any CancellableOperation] = [:]
         var deadline: ContinuousClock.Instant?
+        var parts: ResourceScope?
     }
 
     private let state: Locked<State>
@@ -104,6 +105,35 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Where a resource built on other resources registers them (composition): a scope that lives exactly as
+    /// long as this handle. Its path is this resource's scope path and label, its deadline this resource's.
+    ///
+    /// - Cancelling this handle (for any reason, the deadline included) cancels the parts with the same reason,
+    ///   after this resource's own ``ManagedResource/cancel()``: an outer `cancel()` can still use a part (send
+    ///   an "unblock" on a control connection) before the parts are shut down. The parts' blocked operations
+    ///   throw the reason's error, so a deadline surfaces as ``DeadlineExceededError`` at every layer.
+    /// - Closing this handle closes the parts after this resource's own ``ManagedResource/close()`` (which may
+    ///   still use them), last registered first.
+    /// - Once this handle is closing or closed, the scope is cancelled: registering into it closes the new
+    ///   resource and throws.
+    ///
+    /// ```swift
+    /// let handle = try await registration.register(client, in: scope, kind: kind, label: "queue client")
+    /// let data = try await SocketConnection.connect(host: host, port: port, in: handle.parts)
+    /// ```
+    public var parts: ResourceScope {
+        let (scope, made, reason) = state.withLock { state -> (ResourceScope, Bool, CancellationReason?) in
+            if let parts = state.parts { return (parts, false, nil) }
+            let parts = ResourceScope(
+                label: label, parent: nil, deadline: state.deadline, registry: registry, armsDeadline: false,
+                pathPrefix: scopePath)
+            state.parts = parts
+            return (parts, true, state.cancelReason ?? (state.phase == .live ? nil : .cancelled))
+        }
+        if made, let reason { scope.cancel(reason) }
+        return scope
+    }
+
     /// Publishes an adapter-defined event for this resource (``ResourceEvent/What/adapter(_:)``) to the
     /// registry's event stream and counts it per kind and name (``RegistrySnapshot/KindCounters/adapterEvents``,
     /// exported as `resourcekit_adapter_events_total`). `name` must hold no user data (no queries, paths or
@@ -116,17 +146,19 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Cancels the resource: every operation running on it resumes at once with the reason's error, then the
     /// adapter's ``ManagedResource/cancel()`` runs. Idempotent; a no-op after close. Non-blocking, any thread.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let work = state.withLock { state -> ([any CancellableOperation], (any ManagedResource)?)? in
+        let work = state.withLock {
+            state -> ([any CancellableOperation], (any ManagedResource)?, ResourceScope?)? in
             guard state.phase == .live, state.cancelReason == nil else { return nil }
             state.cancelReason = reason
-            return (Array(state.operations.values), state.resource)
+            return (Array(state.operations.values), state.resource, state.parts)
         }
-        guard let (operations, resource) = work else { return }
+        guard let (operations, resource, parts) = work else { return }
         registry.didRequestCancel(self, reason: reason)
         for operation in operations {
             operation.cancel(reason)
         }
         resource?.cancel()
+        parts?.cancel(reason)
     }
 
     /// Closes the resource: operations still running on it are cancelled, then ``ManagedResource/close()``
@@ -135,20 +167,24 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// A second call returns ``CloseOutcome/alreadyClosed`` at once (it does not wait for the first).
     @discardableResult
     nonisolated(nonsending) public func close() async -> CloseOutcome {
-        let work = state.withLock { state -> ([any CancellableOperation], any ManagedResource)? in
+        let work = state.withLock { state -> ([any CancellableOperation], any ManagedResource, ResourceScope?)? in
             guard state.phase == .live, let resource = state.resource else { return nil }
             state.phase = .closing
-            guard !state.operations.isEmpty else { return ([], resource) }
+            guard !state.operations.isEmpty else { return ([], resource, state.parts) }
             let operations = Array(state.operations.values)
             state.operations = [:]
-            return (operations, resource)
+            return (operations, resource, state.parts)
         }
-        guard let (operations, resource) = work else { return .alreadyClosed }
+        guard let (operations, resource, parts) = work else { return .alreadyClosed }
         if !operations.isEmpty { registry.operationsChanged(by: -operations.count) }
         for operation in operations {
             operation.cancel(.cancelled)
         }
         let outcome = await BoundedClose.run(resource, timeout: kind.closeTimeout)
+        if let parts {
+            parts.cancel(.cancelled)  // nothing can start on a part any more
+            await parts.finish()
+        }
         state.withLock { state in
             state.phase = .closed
             state.resource = nil

@@ -43,11 +43,11 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     @usableFromInline
     init(
         label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?,
-        registry: ResourceRegistry?
+        registry: ResourceRegistry?, armsDeadline: Bool = true, pathPrefix: String = ""
     ) {
         self.label = label
         self.parent = parent
-        self.path = parent.map { "\($0.path)/\(label)" } ?? label
+        self.path = parent.map { "\($0.path)/\(label)" } ?? (pathPrefix.isEmpty ? label : "\(pathPrefix)/\(label)")
         self.deadline = Deadlines.earliest(ownDeadline, parent?.deadline)
         self.registry = registry ?? parent?.registry ?? .shared
 
@@ -56,7 +56,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         }
         // Only a deadline earlier than the parent's needs a timer of its own; the parent's timer reaches the
         // children through cancel propagation.
-        if let own = ownDeadline, parent?.deadline.map({ own < $0 }) ?? true {
+        // A handle's parts take its deadline without a timer: the handle's cancellation reaches them.
+        if armsDeadline, let own = ownDeadline, parent?.deadline.map({ own < $0 }) ?? true {
             if own <= .now {
                 cancel(.deadlineExceeded(own))
             } else {

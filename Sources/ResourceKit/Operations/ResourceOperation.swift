@@ -1,0 +1,47 @@
+/// One running operation of a resource, made by ``withResourceOperation(boundTo:deadline:onCancel:_:)``.
+///
+/// It is the current task's innermost operation (a task-local) while its body runs: every ``CancellationCell``
+/// the body runs unshielded (so every ``IOReactor`` wait and ``BlockingPool`` job) and every nested operation
+/// registers with it, so that cancelling the operation resumes them with the operation's reason.
+final class ResourceOperation: CancellableOperation {
+    @TaskLocal static var current: ResourceOperation?
+
+    private typealias Machine = OperationStateMachine<any CancellableOperation>
+
+    private let machine = Locked(Machine())
+    private let hook: @Sendable (CancellationReason) -> Void
+
+    init(onCancel hook: @escaping @Sendable (CancellationReason) -> Void) {
+        self.hook = hook
+    }
+
+    /// Marks the body as started, or throws the reason's error if a cancel came first.
+    func start() throws {
+        if case .refuse(let reason) = machine.withLock({ $0.start() }) {
+            throw reason.error
+        }
+    }
+
+    /// Cancels the operation: its waiters resume with `reason`, then the adapter's hook runs, once, on this
+    /// thread. Non-blocking, idempotent, any thread.
+    func cancel(_ reason: CancellationReason) {
+        guard case .stop(let reason, let waiters) = machine.withLock({ $0.cancel(reason) }) else { return }
+        for waiter in waiters { waiter.cancel(reason) }
+        hook(reason)
+    }
+
+    /// Tracks something the body waits on; cancels it at once if the operation was cancelled already.
+    func add(_ waiter: any CancellableOperation) {
+        let action = machine.withLock { $0.add(waiter, id: ObjectIdentifier(waiter)) }
+        if case .cancelNow(let reason) = action { waiter.cancel(reason) }
+    }
+
+    func remove(_ waiter: any CancellableOperation) {
+        machine.withLock { $0.remove(id: ObjectIdentifier(waiter)) }
+    }
+
+    /// The body ended; the cancellation's reason if a cancel won first.
+    func finish() -> CancellationReason? {
+        machine.withLock { $0.finish() }
+    }
+}

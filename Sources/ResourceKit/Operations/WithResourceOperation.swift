@@ -1,0 +1,69 @@
+/// Runs one operation of a resource (a query, a request and its reply, a command) so that cancelling it stops
+/// the work it started outside the process, at whichever level the cancel comes from.
+///
+/// There are two levels of cancellation, and this function joins them:
+/// - **Resource level**: the resource itself is cancelled (its scope's task, ``ResourceScope/cancel()``, the
+///   scope's deadline, ``ResourceHandle/cancel(_:)``). ResourceKit resumes every wait bound to the handle, runs
+///   the `onCancel` of every operation running on it, then calls the adapter's ``ManagedResource/cancel()``
+///   and cancels the handle's ``ResourceHandle/parts``. The resource is finished.
+/// - **Operation level**: only the task that runs this operation is cancelled, or `deadline` passes, while the
+///   resource lives on (a shared connection, a pooled one). The operation's waits resume with the reason's
+///   error and `onCancel` runs; ``ManagedResource/cancel()`` is *not* called. `onCancel` is where the adapter
+///   stops the external work (a Postgres cancel request, an "unblock client" command) and notes what the
+///   resource must clean up before its next operation (a late reply to drain).
+///
+/// Cancellation: a checkpoint first: if the task, the handle or `deadline` is already cancelled or past, it
+/// throws before `body` runs (nothing is sent). While `body` runs, a cancel resumes at once every
+/// ``CancellationCell`` the body runs unshielded (``IOReactor`` waits, ``BlockingPool`` jobs, nested
+/// operations), whichever handle they are bound to, then calls `onCancel` once with the reason, on the
+/// canceller's thread: it must be short and non-blocking (a non-blocking send such as `SocketConnection.trySend`, a
+/// job handed to ``BlockingPool``), and must not take a lock that is held while a continuation is resumed. If the body
+/// then fails, the reason's error is thrown (`CancellationError` or ``DeadlineExceededError``), whatever the
+/// body threw; if the body completed anyway, its result stands. A cancel after the body ended does nothing.
+///
+/// - Parameters:
+///   - handle: the resource's registration; `nil` runs the operation bound to its task and `deadline` only.
+///   - deadline: a deadline for this operation alone (the scope's deadline reaches it through `handle`).
+///   - onCancel: stops the operation's external work; receives why.
+///   - body: the operation.
+nonisolated(nonsending) public func withResourceOperation<Result>(
+    boundTo handle: ResourceHandle?,
+    deadline: ContinuousClock.Instant? = nil,
+    onCancel: @escaping @Sendable (CancellationReason) -> Void,
+    _ body: () async throws -> Result
+) async throws -> Result {
+    try handle?.checkCancellation()
+    try Task.checkCancellation()
+    if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
+
+    let operation = ResourceOperation(onCancel: onCancel)
+    let parent = ResourceOperation.current
+    parent?.add(operation)
+    handle?.track(operation)
+    var timer: ReactorTimerID?
+    if let deadline {
+        timer = IOReactor.shared.schedule(at: deadline) { [weak operation] in
+            operation?.cancel(.deadlineExceeded(deadline))
+        }
+    }
+    defer {
+        if let timer { IOReactor.shared.cancelTimer(timer) }
+        handle?.untrack(operation)
+        parent?.remove(operation)
+    }
+    do {
+        let value = try await ResourceOperation.$current.withValue(operation) {
+            try await withTaskCancellationHandler {
+                try operation.start()
+                return try await body()
+            } onCancel: {
+                operation.cancel(.cancelled)
+            }
+        }
+        _ = operation.finish()
+        return value
+    } catch {
+        if let reason = operation.finish() { throw reason.error }
+        throw error
+    }
+}

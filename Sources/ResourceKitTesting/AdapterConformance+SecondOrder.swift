@@ -1,0 +1,165 @@
+import ResourceKit
+
+/// The checks for second-order bugs: what a cancel leaves behind for the *next* operation, the reason a
+/// deadline carries, work left running outside the process, and effects of operations that should never have
+/// started. They need what only the author can give: a request/response pair (`exchange`) and a probe of
+/// the external work (`externalWorkRunning`); without them they are skipped.
+extension AdapterConformance {
+    /// At least ``Bounds/reuseRounds`` rounds on one resource: start the blocking operation in a task that does
+    /// not own the resource, cancel that task at a random point, then run `exchange`: it must get its own reply.
+    func reuseAfterOperationCancel() async -> ConformanceReport.Check {
+        let name = "reuse after an operation-level cancel"
+        guard let exchange else { return Self.skipped(name, "no exchange given") }
+        return await withFreshResource(name) { scope, resource, _, problems, measurements in
+            var points = [0, 0, 0, 0]
+            for round in 0..<bounds.reuseRounds {
+                let (task, _) = Self.start(operation, on: resource)
+                let point = Int.random(in: 0..<4)
+                points[point] += 1
+                switch point {
+                case 0: break  // at once: often before the operation started
+                case 1: await Task.yield()
+                case 2: await Self.blocked(scope, within: bounds.settle)  // parked
+                default: try? await Task.sleep(for: .microseconds(Int.random(in: 0...2_000)))  // anywhere
+                }
+                task.cancel()
+                let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
+                if ended == nil {
+                    problems.append(
+                        "round \(round): the operation was still running \(Self.text(bounds.hang)) after its task was cancelled: bind its waits to the handle or run it in withResourceOperation, so that cancelling the task that runs it resumes it."
+                    )
+                    break
+                }
+                let token = "rk-reuse-\(round)"
+                switch await Self.exchange(exchange, resource, token: token, within: bounds.hang) {
+                case .success(let reply) where reply == token:
+                    continue
+                case .success(let reply):
+                    problems.append(
+                        "round \(round): after a cancelled operation, the next exchange got \"\(reply.prefix(40))\" instead of its own reply \"\(token)\": the cancelled operation's late reply was read by the next operation. When an operation is cancelled after its request went out, stop the work in withResourceOperation's onCancel and discard (drain) its reply before the next operation starts, or mark the connection broken."
+                    )
+                case .failure(.hung):
+                    problems.append(
+                        "round \(round): the exchange after a cancelled operation did not return within \(Self.text(bounds.hang)): the cancelled operation's work still holds the resource (a command still blocked on the server). Stop it in withResourceOperation's onCancel (a cancel request, an unblock command)."
+                    )
+                case .failure(.threw(let error)):
+                    problems.append(
+                        "round \(round): the resource was unusable after an operation-level cancel (the exchange threw \(type(of: error))): cancelling one operation must leave a shared resource usable. Stop the operation, not the resource: never shut the connection down from an operation's onCancel."
+                    )
+                }
+                break
+            }
+            measurements.append(
+                "\(bounds.reuseRounds) rounds; cancelled at once \(points[0]), after a yield \(points[1]), parked \(points[2]), after a random pause \(points[3])"
+            )
+        }
+    }
+
+    /// A scope deadline must surface as `DeadlineExceededError`, never as `CancellationError`.
+    func deadlineSurfacesAsDeadlineExceeded() async -> ConformanceReport.Check {
+        let name = "a scope deadline surfaces as DeadlineExceededError"
+        return await withFreshResource(name, deadline: .now + bounds.deadline) {
+            _, resource, _, problems, measurements in
+            let (task, _) = Self.start(operation, on: resource)
+            let (ended, elapsed) = await Self.wait(for: task, upTo: bounds.deadline + bounds.hang)
+            switch ended {
+            case nil:
+                problems.append(
+                    "the operation was still blocked \(Self.text(bounds.hang)) after the scope's deadline: bind its waits to the handle (the deadline cancels the handle) or pass handle.deadline on."
+                )
+            case .success?:
+                problems.append("the operation returned normally although the scope's deadline passed.")
+            case .failure(let error)? where error is DeadlineExceededError:
+                measurements.append("DeadlineExceededError after \(Self.text(elapsed))")
+            case .failure(let error)?:
+                problems.append(
+                    "the scope's deadline surfaced as \(type(of: error)) instead of DeadlineExceededError: throw the reason's error (handle.cancellationReason?.error; ResourceKit's waits bound to the handle already do), never a bare CancellationError; in a composed resource register the inner parts in handle.parts so that the reason reaches them."
+                )
+            }
+        }
+    }
+
+    /// Cancelled while its work runs outside the process (through its task, or through the resource): the
+    /// author's probe must see the work stop within ``Bounds/externalStop``.
+    func externalWorkStops(viaResource: Bool) async -> ConformanceReport.Check {
+        let name =
+            viaResource
+            ? "external work stops on a resource-level cancel" : "external work stops on an operation-level cancel"
+        guard let probe = externalWorkRunning else { return Self.skipped(name, "no externalWorkRunning probe given") }
+        return await withFreshResource(name) { scope, resource, _, problems, measurements in
+            let (task, _) = Self.start(operation, on: resource)
+            let (started, _, probeError) = await Self.poll(probe, resource, until: true, within: bounds.hang)
+            guard started else {
+                problems.append(
+                    "the probe never saw the operation's work running (within \(Self.text(bounds.hang))\(probeError.map { "; it threw \(type(of: $0))" } ?? "")): check externalWorkRunning against the blocking operation."
+                )
+                scope.cancel()
+                return
+            }
+            if viaResource { scope.cancel() } else { task.cancel() }
+            _ = await Self.wait(for: task, upTo: bounds.hang)
+            let (stopped, after, stopError) = await Self.poll(
+                probe, resource, until: false, within: bounds.externalStop)
+            if let stopError {
+                problems.append("the probe threw \(type(of: stopError)) (\(stopError)); the check could not tell.")
+            } else if stopped {
+                measurements.append("the probe saw the work stop \(Self.text(after)) after the operation returned")
+            } else if viaResource {
+                problems.append(
+                    "the external work was still running \(Self.text(bounds.externalStop)) after the resource was cancelled: stop it from cancel() (or from the onCancel of the operation running it), not only by waking the waiter."
+                )
+            } else {
+                problems.append(
+                    "the external work was still running \(Self.text(bounds.externalStop)) after the task running the operation was cancelled (the resource was not: it is shared): run the operation in withResourceOperation and stop the work in its onCancel (a cancel request, an unblock command). cancel() runs only when the whole resource is cancelled."
+                )
+            }
+        }
+    }
+
+    /// An operation started in an already-cancelled task throws and has no effect: the probe never sees work,
+    /// and a cancelled exchange leaves nothing for the next one to read.
+    func checkpoint() async -> ConformanceReport.Check {
+        let name = "checkpoint: an operation in a cancelled task has no effect"
+        guard exchange != nil || externalWorkRunning != nil else {
+            return Self.skipped(name, "no exchange or externalWorkRunning probe given")
+        }
+        return await withFreshResource(name) { _, resource, _, problems, measurements in
+            let (task, _) = Self.start(operation, on: resource, cancelledFirst: true)
+            let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
+            let fix =
+                "every operation must be a checkpoint: check cancellation (handle.checkCancellation() and Task.checkCancellation(), or start it inside withResourceOperation) before any side effect: no byte written, nothing sent to a server, nothing buffered consumed."
+            if let ended { Self.expectCancellation(ended, problems: &problems) }
+            if let probe = externalWorkRunning {
+                let (appeared, _, _) = await Self.poll(probe, resource, until: true, within: bounds.settle)
+                if appeared {
+                    problems.append("the probe saw work from an operation started in a cancelled task: \(fix)")
+                    return
+                }
+                measurements.append("probe saw nothing for \(Self.text(bounds.settle))")
+            }
+            if let exchange {
+                let (cancelled, _) = Self.start(
+                    { try _ = await exchange($0, "rk-never-sent") }, on: resource, cancelledFirst: true)
+                _ = await Self.wait(for: cancelled, upTo: bounds.hang)
+                let token = "rk-after-checkpoint"
+                switch await Self.exchange(exchange, resource, token: token, within: bounds.hang) {
+                case .success(let reply) where reply == token:
+                    measurements.append("the next exchange got its own reply")
+                case .success(let reply):
+                    problems.append(
+                        "an exchange in a cancelled task still sent its request: the next one got \"\(reply.prefix(40))\" instead of \"\(token)\". \(fix)"
+                    )
+                case .failure(.hung):
+                    problems.append(
+                        "the exchange after a cancelled one did not return within \(Self.text(bounds.hang)). \(fix)")
+                case .failure(.threw(let error)):
+                    problems.append("the exchange after a cancelled one threw \(type(of: error)). \(fix)")
+                }
+            }
+        }
+    }
+
+    static func skipped(_ name: String, _ why: String) -> ConformanceReport.Check {
+        ConformanceReport.Check(name: name, failure: nil, measurements: [why], skipped: true)
+    }
+}
