@@ -127,12 +127,12 @@ extension AdapterConformance {
             let (task, _) = Self.start(operation, on: resource, cancelledFirst: true)
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             let fix =
-                "every operation must be a checkpoint: check cancellation (handle.checkCancellation() and Task.checkCancellation(), or start it inside withResourceOperation) before any side effect: no byte written, nothing sent to a server, nothing buffered consumed."
+                "Every operation must be a checkpoint: check cancellation (handle.checkCancellation() and Task.checkCancellation(), or start it inside withResourceOperation) before any side effect: no byte written, nothing sent to a server, nothing buffered consumed."
             if let ended { Self.expectCancellation(ended, problems: &problems) }
             if let probe = externalWorkRunning {
                 let (appeared, _, _) = await Self.poll(probe, resource, until: true, within: bounds.settle)
                 if appeared {
-                    problems.append("the probe saw work from an operation started in a cancelled task: \(fix)")
+                    problems.append("the probe saw work from an operation started in a cancelled task. \(fix)")
                     return
                 }
                 measurements.append("probe saw nothing for \(Self.text(bounds.settle))")

@@ -33,10 +33,20 @@ import Testing
                 var byte: UInt8 = 1
                 _ = write(peers.end(of: connection) ?? -1, &byte, 1)
             },
-            testSideDescriptors: { connection in peers.end(of: connection).map { [$0] } ?? [] }
+            testSideDescriptors: { connection in peers.end(of: connection).map { [$0] } ?? [] },
+            exchange: { connection, token in
+                // The request goes out through the adapter; the test's end echoes it back.
+                try await connection.write(token + "\n")
+                let peer = peers.end(of: connection) ?? -1
+                var buffer = [UInt8](repeating: 0, count: 256)
+                let count = read(peer, &buffer, buffer.count)  // on loopback the line is there once write returned
+                _ = write(peer, buffer, max(count, 0))
+                return try await connection.readLine() ?? ""
+            }
         )
         let report = try await runConformance(kit)
         peers.closeAll()
+        print(report)
         #expect(report.passed, "\(report)")
     }
 }

@@ -109,6 +109,9 @@ import Testing
                 completeOperation: { listener in
                     _ = try await sender.execute("SELECT pg_notify($1, 'done')", [listener.channels[0]])
                 }
+                // No exchange: a listener is a sequence whose consumer owns it, and cancelling the consuming task
+                // ends the listener by design (see PostgresListener), so "reuse after an operation-level cancel"
+                // does not apply.
             )
             let report = try await runConformance(kit)
             print("conformance kit, PostgresListener: \(report)")

@@ -55,7 +55,10 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
     }
 
     /// Writes to the child's standard input (small writes; a pipe's buffer holds 64 KiB).
+    /// Cancellation: in a cancelled task, or once the process was cancelled, it throws and writes nothing.
     public func send(_ text: String) throws {
+        try registration.handle?.checkCancellation()
+        try Task.checkCancellation()
         let written = text.utf8CString.withUnsafeBufferPointer { write(input, $0.baseAddress, $0.count - 1) }
         guard written >= 0 else { throw SystemError.current("write") }
     }

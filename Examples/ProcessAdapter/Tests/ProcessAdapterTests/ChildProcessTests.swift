@@ -11,9 +11,14 @@ import Testing
             "ChildProcess",
             make: { scope in try await ChildProcess.spawn(["/bin/cat"], in: scope) },
             blockingOperation: { process in _ = try await process.read(upTo: 1) },
-            completeOperation: { process in try process.send("x") }
+            completeOperation: { process in try process.send("x") },
+            exchange: { process, token in
+                try process.send(token + "\n")  // cat echoes it
+                return try await process.readLine() ?? ""
+            }
         )
         let report = await kit.run()
+        print(report)
         #expect(report.passed, "\(report)")
     }
 
