@@ -42,8 +42,13 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// - Throws: ``SocketError`` (`connectionRefused`, `unreachable`, `timedOut`, `resolutionFailed`, ...).
     ///
     /// - Parameters:
+    ///   - host: a host name or a numeric address (resolved on the blocking pool).
+    ///   - port: the TCP port.
+    ///   - scope: where the socket is registered: a request's scope, or a composed resource's `handle.parts`.
+    ///   - deadline: a deadline for resolving and connecting (the scope's deadline applies too).
     ///   - kind: the kind it is registered and counted under: an adapter built on sockets can pass its own.
     ///   - label: its label in the registry (never user data); by default `tcp client` or `unix client`.
+    ///   - reactor: the reactor its waits go through.
     public static func connect(
         host: String,
         port: Int,
@@ -162,9 +167,9 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// Sends as much of `bytes` as the socket's buffer takes now, without waiting; returns how many bytes went
     /// out (0 when the buffer is full).
     ///
-    /// Safe from a cancellation hook (``ManagedResource/cancel()`` or the `onCancel` of
+    /// Safe from a cancellation hook (`ManagedResource.cancel()` or the `onCancel` of
     /// `withResourceOperation`): it never waits and takes only the descriptor's own short lock. It is not a
-    /// checkpoint (a hook runs in a cancelled task by design). Do not mix it with a ``write(_:)`` in flight.
+    /// checkpoint (a hook runs in a cancelled task by design). Do not mix it with a `write(_:)` in flight.
     /// - Throws: ``SocketError`` (`brokenPipe`, `connectionReset`, ...), or `ResourceKitError`
     ///   (`descriptorClosed`) once the socket was closed.
     @discardableResult
@@ -191,7 +196,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         try await write(bytes, deadline: nil)
     }
 
-    /// Writes all of `bytes`, as ``write(_:)``, waiting for buffer space at most until `deadline`
+    /// Writes all of `bytes`, as `write(_:)`, waiting for buffer space at most until `deadline`
     /// (`DeadlineExceededError`; part of the data may already have been sent).
     public func write(_ bytes: some Collection<UInt8>, deadline: ContinuousClock.Instant?) async throws {
         let data = Array(bytes)
@@ -215,7 +220,7 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         }
     }
 
-    /// Writes `text` as UTF-8. Cancellation as ``write(_:)``.
+    /// Writes `text` as UTF-8. Cancellation as `write(_:)`.
     public func write(_ text: String) async throws {
         try await write(Array(text.utf8))
     }

@@ -37,9 +37,9 @@ import Testing
                 _ = try await (query, pings)
             }
             // The peer answers the first ping only: the worker then waits for the second reply.
-            #expect(Self.readLine(peer) == "ping")
+            #expect(try await Self.readLine(peer) == "ping")
             _ = write(peer, "pong\n", 5)
-            #expect(Self.readLine(peer) == "ping")
+            #expect(try await Self.readLine(peer) == "ping")
             let running = try await probe.waitUntil(.active(.pid(pid)), within: .seconds(10))
             #expect(running != nil, "the query never became active")
 
@@ -54,19 +54,22 @@ import Testing
             let one = try await database.query("SELECT 1").first?.decode(Int.self, at: 0)
             #expect(one == 1)
             try await socket.write("after\n")
-            #expect(Self.readLine(peer) == "after")
+            #expect(try await Self.readLine(peer) == "after")
         }
     }
 
-    /// Reads one line from a blocking descriptor.
-    static func readLine(_ fd: Int32) -> String? {
-        var line: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(fd, &byte, 1) == 1 {
-            if byte == 10 { return String(decoding: line, as: UTF8.self) }
-            line.append(byte)
+    /// Reads one line from a blocking descriptor, on the blocking pool (never on the cooperative pool, whose
+    /// threads the worker needs to send what this waits for).
+    static func readLine(_ fd: Int32) async throws -> String? {
+        try await BlockingPool.shared.run {
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(fd, &byte, 1) == 1 {
+                if byte == 10 { return String(decoding: line, as: UTF8.self) }
+                line.append(byte)
+            }
+            return nil
         }
-        return nil
     }
 
     /// Bytes waiting to be read on `fd`, without reading them.

@@ -4,7 +4,7 @@ import SocketAdapter
 // The worked example of Docs/WritingAnAdapter.md, "Composition" (the guide quotes this file between the
 // markers; GuideSnippetTests keeps them the same). It passes every check of the kit: CommandClientKitTests.
 
-// snippet: command-client
+// snippet: command-client (quoted in Docs/WritingAnAdapter.md)
 /// A client for ``CommandServer``'s protocol, built on two `SocketConnection`s: one for commands, one for
 /// unblock requests. One logical resource: the sockets are parts of its registration.
 ///

@@ -83,9 +83,12 @@ import Testing
     }
 
     @Test func theOperationsDeadlineSurfacesAsDeadlineExceededAndRunsTheHook() async throws {
-        try await withRegisteredPipe { _, pipe, handle in
+        try await withRegisteredPipe { registry, pipe, handle in
             let hook = Hook()
-            let task = readInOperation(pipe, handle, hook, deadline: .now + .milliseconds(20))
+            // Long enough for the read to park first on a loaded machine (a deadline that passes before the
+            // body starts refuses it without the hook, which is right but not what this test is about).
+            let task = readInOperation(pipe, handle, hook, deadline: .now + .seconds(1))
+            try await until("the read parks", registry.operationCountUpdates()) { $0 >= 2 }
             await #expect(throws: DeadlineExceededError.self) { try await task.value }
             if case .deadlineExceeded = hook.seen.first {} else { Issue.record("hook saw \(hook.seen)") }
             #expect(!handle.isCancelled, "an operation's deadline cancelled the whole resource")
@@ -110,18 +113,20 @@ import Testing
     }
 
     @Test func cancellingAnOuterOperationReachesANestedOne() async throws {
-        try await withRegisteredPipe { _, pipe, handle in
+        try await withRegisteredPipe { registry, pipe, handle in
             let outer = Hook()
             let inner = Hook()
             let task = Task {
                 try await withResourceOperation(
-                    boundTo: nil, deadline: .now + .milliseconds(20), onCancel: outer.record
+                    boundTo: nil, deadline: .now + .seconds(1), onCancel: outer.record
                 ) {
                     try await withResourceOperation(boundTo: handle, onCancel: inner.record) {
                         try await pipe.readByte(boundTo: handle)
                     }
                 }
             }
+            // The inner operation and its wait count (the outer one is bound to no handle).
+            try await until("the read parks", registry.operationCountUpdates()) { $0 >= 2 }
             await #expect(throws: DeadlineExceededError.self) { try await task.value }
             if case .deadlineExceeded = inner.seen.first {} else { Issue.record("inner hook saw \(inner.seen)") }
             if case .deadlineExceeded = outer.seen.first {} else { Issue.record("outer hook saw \(outer.seen)") }

@@ -64,6 +64,7 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
     }
 
     /// SIGTERM now, SIGKILL after the grace period. Idempotent, non-blocking, any thread.
+    // snippet: process-cancel (quoted in Docs/WritingAnAdapter.md)
     public func cancel() {
         let first = state.withLock { state -> Bool in
             defer { state.terminating = true }
@@ -75,6 +76,7 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
         let timer = IOReactor.shared.schedule(at: .now + grace) { _ = kill(pid, SIGKILL) }
         state.withLock { $0.killTimer = timer }
     }
+    // end snippet
 
     /// Terminates the child if it still runs (as `cancel()`), reaps it on the blocking pool, and closes the pipes.
     public func close() async throws {

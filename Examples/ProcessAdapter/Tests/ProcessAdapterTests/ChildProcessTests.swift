@@ -7,6 +7,7 @@ import Testing
 
 @Suite(.serialized) struct ChildProcessTests {
     @Test func passesTheConformanceKit() async throws {
+        // snippet: process-kit (quoted in Docs/WritingAnAdapter.md)
         let kit = AdapterConformance<ChildProcess>(
             "ChildProcess",
             make: { scope in try await ChildProcess.spawn(["/bin/cat"], in: scope) },
@@ -18,6 +19,7 @@ import Testing
             }
         )
         let report = await kit.run()
+        // end snippet
         print(report)
         #expect(report.passed, "\(report)")
     }
