@@ -35,7 +35,8 @@ extension AdapterConformance {
         let name =
             viaScope
             ? "cancel while blocked, through the scope (resource cancel)" : "cancel while blocked, through the task"
-        return await withFreshResource(name) { scope, resource, _, problems, measurements in
+        var measured: Duration?
+        var check = await withFreshResource(name) { scope, resource, _, problems, measurements in
             // The task records when the operation returned: the figure has none of the kit's own hops in it.
             let (task, returned) = Self.start(operation, on: resource)
             await Self.blocked(scope, within: bounds.settle)
@@ -53,6 +54,7 @@ extension AdapterConformance {
                 return
             }
             measurements.append("cancel to return \(Self.text(elapsed))")
+            measured = elapsed
             if elapsed > bounds.promptReturn {
                 problems.append(
                     "the operation took \(Self.text(elapsed)) to return after the cancel (bound \(Self.text(bounds.promptReturn))): do not wait for a timeout or poll Task.isCancelled; resume from onCancel."
@@ -60,6 +62,8 @@ extension AdapterConformance {
             }
             Self.expectCancellation(ended, problems: &problems)
         }
+        check.cancelToReturn = measured
+        return check
     }
 
     /// Cancelled after the operation completed: nothing may break; the resource still closes once.

@@ -10,6 +10,9 @@ public struct ConformanceReport: Sendable, CustomStringConvertible {
         public let measurements: [String]
         /// `true` when the check could not run (a capability the description did not provide).
         public let skipped: Bool
+        /// From the cancel to the blocked operation's return, taken inside the operation's task (no hop of the
+        /// kit's in it): set by the "cancel while blocked" checks.
+        public internal(set) var cancelToReturn: Duration? = nil
 
         public var passed: Bool { failure == nil }
 

@@ -14,7 +14,7 @@ enum Bench {
         }
         let rounds = quick ? 20 : 300
         let pollingRounds = quick ? 5 : 40
-        let progress = BenchProgress(total: core ? 6 : 10 + (quick ? 0 : 1))
+        let progress = BenchProgress(total: core ? 7 : 11 + (quick ? 0 : 1))
         var rows: [BenchRow] = []
         var lines: [String] = []
 
@@ -29,6 +29,14 @@ enum Bench {
                 BenchRow(
                     figure: samples[0], reference: samples[1], target: .ratioAtMost(0.01),
                     note: "at least 100x faster than polling"))
+            if index == 0 {
+                progress.step("the conformance kit's figure for the socket read")
+                let kit = try await ReadCancelBench.kitFigure(runs: quick ? 5 : 30)
+                rows.append(
+                    BenchRow(
+                        figure: kit, reference: samples[0], target: .ratioAtMost(2),
+                        note: "the kit times inside the operation's task: no hop of its own"))
+            }
         }
 
         progress.step("scope overhead")

@@ -2,6 +2,7 @@ import FileAdapter
 import Foundation
 import Glibc
 import ResourceKit
+import ResourceKitTesting
 import SocketAdapter
 
 /// Figures 1 and 2: `task.cancel()` to the task returning, for a read blocked on a silent socket peer or a
@@ -63,6 +64,27 @@ enum ReadCancelBench {
             Samples("polling loop (Task.isCancelled every 10 ms)", durations: polling),
             Samples("Swift floor, measured between the rounds", durations: floor),
         ]
+    }
+
+    /// The conformance kit's own "cancel while blocked, through the task" figure for a socket read on a silent
+    /// peer (another process), `runs` times: it must stay close to the bare measurement above, since the kit
+    /// times inside the operation's task.
+    static func kitFigure(runs: Int) async throws -> Samples {
+        let peer = try SilentPeerMode.spawn()
+        var kit = AdapterConformance<SocketConnection>(
+            "SocketConnection",
+            make: { scope in try await SocketConnection.connect(host: "127.0.0.1", port: peer.port, in: scope) },
+            blockingOperation: { connection in _ = try await connection.read(upTo: 64) }
+        )
+        kit.bounds.deadline = .milliseconds(50)
+        var figures: [Duration] = []
+        for _ in 0..<runs {
+            let report = await kit.run()
+            let check = report.checks.first { $0.name.hasPrefix("cancel while blocked, through the task") }
+            if let figure = check?.cancelToReturn { figures.append(figure) }
+        }
+        await peer.stop()
+        return Samples("conformance kit's figure for the same read", durations: figures)
     }
 
     static func fifo(rounds: Int, pollingRounds: Int) async throws -> [Samples] {
