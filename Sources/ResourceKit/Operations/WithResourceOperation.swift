@@ -16,10 +16,12 @@
 /// throws before `body` runs (nothing is sent). While `body` runs, a cancel resumes at once every
 /// ``CancellationCell`` the body runs unshielded (``IOReactor`` waits, ``BlockingPool`` jobs, nested
 /// operations), whichever handle they are bound to, then calls `onCancel` once with the reason, on the
-/// canceller's thread: it must be short and non-blocking (a non-blocking send such as `SocketConnection.trySend`, a
-/// job handed to ``BlockingPool``), and must not take a lock that is held while a continuation is resumed. If the body
-/// then fails, the reason's error is thrown (`CancellationError` or ``DeadlineExceededError``), whatever the
-/// body threw; if the body completed anyway, its result stands. A cancel after the body ended does nothing.
+/// canceller's thread. The operation's caller may already be running again by then: nothing may assume that
+/// `onCancel` finished first. It must be short and non-blocking (a non-blocking send such as
+/// `SocketConnection.trySend`, a job handed to ``BlockingPool``), and must not take a lock that is held while a
+/// continuation is resumed. If the body then fails, the reason's error is thrown (`CancellationError` or
+/// ``DeadlineExceededError``), whatever the body threw; if the body completed anyway, its result stands. A
+/// cancel after the body ended does nothing.
 ///
 /// - Parameters:
 ///   - handle: the resource's registration; `nil` runs the operation bound to its task and `deadline` only.

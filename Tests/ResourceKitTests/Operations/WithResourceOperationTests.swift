@@ -90,6 +90,8 @@ import Testing
             let task = readInOperation(pipe, handle, hook, deadline: .now + .seconds(1))
             try await until("the read parks", registry.operationCountUpdates()) { $0 >= 2 }
             await #expect(throws: DeadlineExceededError.self) { try await task.value }
+            // The hook runs on the timer's thread, possibly after the operation's caller resumed: await it.
+            try await hook.called.wait(deadline: .now + .seconds(5))
             if case .deadlineExceeded = hook.seen.first {} else { Issue.record("hook saw \(hook.seen)") }
             #expect(!handle.isCancelled, "an operation's deadline cancelled the whole resource")
         }
@@ -128,6 +130,8 @@ import Testing
             // The inner operation and its wait count (the outer one is bound to no handle).
             try await until("the read parks", registry.operationCountUpdates()) { $0 >= 2 }
             await #expect(throws: DeadlineExceededError.self) { try await task.value }
+            try await inner.called.wait(deadline: .now + .seconds(5))
+            try await outer.called.wait(deadline: .now + .seconds(5))
             if case .deadlineExceeded = inner.seen.first {} else { Issue.record("inner hook saw \(inner.seen)") }
             if case .deadlineExceeded = outer.seen.first {} else { Issue.record("outer hook saw \(outer.seen)") }
         }
