@@ -46,7 +46,11 @@ import Testing
             let poolSockets = try await Self.socketsOf(application: application, conninfo: conninfo)
             #expect(!poolSockets.isEmpty, "the pool's sockets were not found: the leak check would prove nothing")
             await pool.shutdown()
-            #expect(DescriptorLedger.now().openSockets(poolSockets) == 0, "pool sockets still open after shutdown")
+            let totals = registry.snapshot().totals
+            #expect(
+                DescriptorLedger.now().openSockets(poolSockets) == 0,
+                "pool sockets still open after shutdown (closes timed out: \(totals.closeTimedOut))")
+            #expect(totals.closeTimedOut == 0, "a pool connection's close overran its bound")
             let result = counts.withLock { $0 }
             print("reliability postgres: \(result)")
             #expect(result.iterations == total)

@@ -137,7 +137,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     }
 
     /// Closes the connection: a query still on the wire is cancelled on the server first, and cancels in
-    /// flight are awaited (bounded by ``cancelTimeout``), then `PQfinish`.
+    /// flight are awaited (bounded by ``cancelTimeout``, and by the kind's `closeTimeout` less a second, so
+    /// that `PQfinish` always runs within the close's bound), then `PQfinish`.
     public func close() async throws {
         let (action, settled) = state.withLock { state -> (ConnectionStateMachine.CloseAction, OneShotEvent?) in
             let action = state.machine.close()
@@ -150,7 +151,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         switch action {
         case .cancelThenFinish, .settleThenFinish:
             do {
-                try await settled?.wait(deadline: .now + cancelTimeout)
+                try await settled?.wait(deadline: .now + min(cancelTimeout, Self.kind.closeTimeout - .seconds(1)))
             } catch {
                 // The bound passed (a frozen server): close anyway; the PGcancel is kept alive below.
             }
