@@ -108,25 +108,29 @@ extension AdapterConformance {
 
     /// Asks `probe` every few milliseconds until it answers `wanted` or `limit` passes; returns whether it did,
     /// after how long, and the probe's last error if it threw. Polling is the only way to watch work outside
-    /// the process (a server's status). The probe runs outside the check's scope, which may be cancelled.
+    /// the process (a server's status). The probe runs outside the check's scope, which may be cancelled, and
+    /// in a task of its own: a cancelled caller neither turns the pauses into a busy loop nor fails the probe.
     static func poll(
         _ probe: @escaping @Sendable (Resource) async throws -> Bool, _ resource: Resource, until wanted: Bool,
         within limit: Duration
     ) async -> (Bool, Duration, (any Error)?) {
-        let started = ContinuousClock.now
-        while true {
-            let answer = await ResourceScope.$current.withValue(nil) {
-                do { return Result<Bool, any Error>.success(try await probe(resource)) } catch {
-                    return .failure(error)
+        // Owner: this function, which awaits it; the loop ends by itself within `limit`.
+        await Task {
+            let started = ContinuousClock.now
+            while true {
+                let answer = await ResourceScope.$current.withValue(nil) {
+                    do { return Result<Bool, any Error>.success(try await probe(resource)) } catch {
+                        return .failure(error)
+                    }
                 }
+                if case .success(wanted) = answer { return (true, ContinuousClock.now - started, nil) }
+                if ContinuousClock.now - started > limit {
+                    if case .failure(let error) = answer { return (false, ContinuousClock.now - started, error) }
+                    return (false, ContinuousClock.now - started, nil)
+                }
+                try? await Task.sleep(for: .milliseconds(5))  // never cancelled: nothing holds this task
             }
-            if case .success(wanted) = answer { return (true, ContinuousClock.now - started, nil) }
-            if ContinuousClock.now - started > limit {
-                if case .failure(let error) = answer { return (false, ContinuousClock.now - started, error) }
-                return (false, ContinuousClock.now - started, nil)
-            }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        }.value
     }
 
     /// Runs `exchange` with `token`, bounded by `limit`: the reply, or what went wrong.
