@@ -71,10 +71,42 @@ public struct DescriptorLedger: Sendable, Hashable {
         return UInt64(info.st_ino)
     }
 
-    /// Inodes of TCP sockets (IPv4 and IPv6, any process) whose local port is one of `localPorts`, from
-    /// `/proc/net/tcp` and `/proc/net/tcp6`: pass them to ``openSockets(_:)`` to ask which are still open here.
-    public static func socketInodes(localPorts: Set<Int>) -> Set<UInt64> {
+    /// Inodes of TCP sockets (IPv4 and IPv6, any process) whose local port is one of `localPorts` and, when
+    /// `remotePort` is given, whose peer's port is `remotePort`, from `/proc/net/tcp` and `/proc/net/tcp6`:
+    /// pass them to ``openSockets(_:)`` to ask which are still open here.
+    ///
+    /// Give `remotePort` whenever it is known. Linux lets connections to different destinations share an
+    /// ephemeral local port, so a local port alone can also name an unrelated socket of this process (one to a
+    /// pooler, or to another test's server) and report it as a leak.
+    public static func socketInodes(localPorts: Set<Int>, remotePort: Int? = nil) -> Set<UInt64> {
         var inodes: Set<UInt64> = []
+        for row in tcpTable() where localPorts.contains(row.localPort) {
+            if let remotePort, row.remotePort != remotePort { continue }
+            if row.inode != 0 { inodes.insert(row.inode) }  // 0: a TIME_WAIT entry, held by no descriptor
+        }
+        return inodes
+    }
+
+    /// One row of `/proc/net/tcp` or `/proc/net/tcp6`.
+    public struct TCPSocketRow: Sendable, Hashable, CustomStringConvertible {
+        /// The local port.
+        public let localPort: Int
+        /// The peer's port (`0` for a listening socket).
+        public let remotePort: Int
+        /// The kernel's state number (`01` established, `0A` listening, as in `/proc/net/tcp`).
+        public let state: Int
+        /// The socket's inode: `socket:[inode]` in `/proc/self/fd`.
+        public let inode: UInt64
+
+        /// `local → remote, state, inode`.
+        public var description: String {
+            "port \(localPort) → port \(remotePort), state \(String(state, radix: 16)), inode \(inode)"
+        }
+    }
+
+    /// Every TCP socket of the network namespace (any process), from `/proc/net/tcp` and `/proc/net/tcp6`.
+    public static func tcpTable() -> [TCPSocketRow] {
+        var rows: [TCPSocketRow] = []
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             guard let file = fopen(table, "r") else { continue }
             defer { fclose(file) }
@@ -84,13 +116,18 @@ public struct DescriptorLedger: Sendable, Hashable {
             while getline(&line, &capacity, file) > 0 {
                 let fields = String(cString: line!).split(separator: " ", omittingEmptySubsequences: true)
                 // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-                guard fields.count > 9, let colon = fields[1].lastIndex(of: ":"),
-                    let port = Int(fields[1][fields[1].index(after: colon)...], radix: 16),
-                    localPorts.contains(port), let inode = UInt64(fields[9])
+                guard fields.count > 9, let local = port(of: fields[1]), let remote = port(of: fields[2]),
+                    let state = Int(fields[3], radix: 16), let inode = UInt64(fields[9])
                 else { continue }
-                inodes.insert(inode)
+                rows.append(TCPSocketRow(localPort: local, remotePort: remote, state: state, inode: inode))
             }
         }
-        return inodes
+        return rows
+    }
+
+    /// The port of an `ADDRESS:PORT` field (hexadecimal).
+    private static func port(of field: Substring) -> Int? {
+        guard let colon = field.lastIndex(of: ":") else { return nil }
+        return Int(field[field.index(after: colon)...], radix: 16)
     }
 }

@@ -47,9 +47,13 @@ import Testing
             #expect(!poolSockets.isEmpty, "the pool's sockets were not found: the leak check would prove nothing")
             await pool.shutdown()
             let totals = registry.snapshot().totals
+            let stillOpen = DescriptorLedger.now().openSockets(poolSockets)
             #expect(
-                DescriptorLedger.now().openSockets(poolSockets) == 0,
-                "pool sockets still open after shutdown (closes timed out: \(totals.closeTimedOut))")
+                stillOpen == 0,
+                """
+                pool sockets still open after shutdown (closes timed out: \(totals.closeTimedOut)): \
+                \(DescriptorLedger.tcpTable().filter { poolSockets.contains($0.inode) })
+                """)
             #expect(totals.closeTimedOut == 0, "a pool connection's close overran its bound")
             let result = counts.withLock { $0 }
             print("reliability postgres: \(result)")
@@ -72,16 +76,21 @@ import Testing
         }
     }
 
-    /// Inodes of this process's sockets connected to the server as `application` (its backends' client ports).
+    /// Inodes of the sockets connected to the server as `application`: their local port is a backend's client
+    /// port and their peer's port the server's. Both are needed: connections to other servers (the pooler, the
+    /// balancer other suites start meanwhile) may share a local port with one of these.
     static func socketsOf(application: String, conninfo: String) async throws -> Set<UInt64> {
-        let ports = try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
+        let (ports, serverPort) = try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            return try await observer.query(  // the probe answers pids; this asks the same view for ports
+            let ports = try await observer.query(  // the probe answers pids; this asks the same view for ports
                 "SELECT client_port FROM pg_stat_activity WHERE application_name = $1 AND client_port > 0",
                 [application]
             ).map { try $0.decode(Int.self, at: 0) }
+            let serverPort = try await observer.query("SELECT inet_server_port()").first?.decode(Int.self, at: 0)
+            return (ports, serverPort)
         }
-        return DescriptorLedger.socketInodes(localPorts: Set(ports))
+        guard let serverPort else { return [] }  // not over TCP: the caller's non-empty check fails
+        return DescriptorLedger.socketInodes(localPorts: Set(ports), remotePort: serverPort)
     }
 
     static func oneQuery(_ iteration: Int, pool: PostgresPool, counts: Locked<ReliabilityCounts>) async {
