@@ -208,7 +208,9 @@ import Testing
                 RecordingResource("stuck", log: log, behaviour: .hanging), kind: hangingKind, label: "stuck")
         }
         let elapsed = ContinuousClock.now - started
-        #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(2))
+        // Abandoned at the 200 ms timeout, not awaited for the hour the close would take. The upper bound is loose:
+        // it includes the registration, which takes over a second when every suite starts at once.
+        #expect(elapsed >= .milliseconds(200) && elapsed < .seconds(10), "took \(elapsed)")
         let counters = registry.snapshot().counters[hangingKind.name]
         #expect(counters?.closeTimedOut == 1)
         #expect(counters?.leaked == 1)
