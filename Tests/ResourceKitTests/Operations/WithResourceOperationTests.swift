@@ -20,14 +20,17 @@ import Testing
     }
 
     /// Runs a read on `pipe` inside an operation in a task that does not own the scope.
+    /// `bodyRan` is set when the operation's body starts (the operation was not refused).
     func readInOperation(
-        _ pipe: PipeResource, _ handle: ResourceHandle, _ hook: Hook, deadline: ContinuousClock.Instant? = nil
+        _ pipe: PipeResource, _ handle: ResourceHandle, _ hook: Hook, deadline: ContinuousClock.Instant? = nil,
+        bodyRan: Locked<Bool>? = nil
     )
         -> Task<UInt8, any Error>
     {
         Task {
             try await withResourceOperation(boundTo: handle, deadline: deadline, onCancel: hook.record) {
-                try await pipe.readByte(boundTo: handle)
+                bodyRan?.withLock { $0 = true }
+                return try await pipe.readByte(boundTo: handle)
             }
         }
     }
@@ -83,17 +86,31 @@ import Testing
     }
 
     @Test func theOperationsDeadlineSurfacesAsDeadlineExceededAndRunsTheHook() async throws {
-        try await withRegisteredPipe { registry, pipe, handle in
-            let hook = Hook()
-            // Long enough for the read to park first on a loaded machine (a deadline that passes before the
-            // body starts refuses it without the hook, which is right but not what this test is about).
-            let task = readInOperation(pipe, handle, hook, deadline: .now + .seconds(1))
-            try await until("the read parks", registry.operationCountUpdates()) { $0 >= 2 }
-            await #expect(throws: DeadlineExceededError.self) { try await task.value }
-            // The hook runs on the timer's thread, possibly after the operation's caller resumed: await it.
-            try await hook.called.wait(deadline: .now + .seconds(5))
-            if case .deadlineExceeded = hook.seen.first {} else { Issue.record("hook saw \(hook.seen)") }
-            #expect(!handle.isCancelled, "an operation's deadline cancelled the whole resource")
+        try await withRegisteredPipe { _, pipe, handle in
+            // A deadline that passes before the body starts refuses the operation without the hook: right, but
+            // not what this test is about. The deadline is absolute, so a slow start (every suite starting at
+            // once under the thread sanitizer) can pre-empt it: then the attempt is repeated with a longer one.
+            for allowance in [Duration.milliseconds(300), .seconds(2), .seconds(8)] {
+                let hook = Hook()
+                let bodyRan = Locked(false)
+                let task = readInOperation(pipe, handle, hook, deadline: .now + allowance, bodyRan: bodyRan)
+                let watchdog = Task {  // a deadline that never fires would block the read for ever
+                    try await Task.sleep(for: allowance + .seconds(5))
+                    task.cancel()
+                }
+                // Refused or cut short, the operation ends with the deadline's error.
+                await #expect(throws: DeadlineExceededError.self) { try await task.value }
+                watchdog.cancel()
+                #expect(!handle.isCancelled, "an operation's deadline cancelled the whole resource")
+                guard bodyRan.withLock({ $0 }) else { continue }
+                // The body ran, so the deadline cut a running operation short: the hook must run (on the timer's
+                // thread, possibly after the caller resumed: await it).
+                try await hook.called.wait(deadline: .now + .seconds(5))
+                if case .deadlineExceeded = hook.seen.first {} else { Issue.record("hook saw \(hook.seen)") }
+                #expect(hook.seen.count == 1)
+                return
+            }
+            Issue.record("every attempt's deadline passed before the operation's body started")
         }
     }
 
@@ -115,25 +132,40 @@ import Testing
     }
 
     @Test func cancellingAnOuterOperationReachesANestedOne() async throws {
-        try await withRegisteredPipe { registry, pipe, handle in
-            let outer = Hook()
-            let inner = Hook()
-            let task = Task {
-                try await withResourceOperation(
-                    boundTo: nil, deadline: .now + .seconds(1), onCancel: outer.record
-                ) {
-                    try await withResourceOperation(boundTo: handle, onCancel: inner.record) {
-                        try await pipe.readByte(boundTo: handle)
+        try await withRegisteredPipe { _, pipe, handle in
+            // As in the deadline test above: a slow start may let the deadline pass before the inner body runs;
+            // then the attempt is repeated with a longer one.
+            for allowance in [Duration.milliseconds(300), .seconds(2), .seconds(8)] {
+                let outer = Hook()
+                let inner = Hook()
+                let innerRan = Locked(false)
+                let task = Task {
+                    try await withResourceOperation(
+                        boundTo: nil, deadline: .now + allowance, onCancel: outer.record
+                    ) {
+                        try await withResourceOperation(boundTo: handle, onCancel: inner.record) {
+                            innerRan.withLock { $0 = true }
+                            return try await pipe.readByte(boundTo: handle)
+                        }
                     }
                 }
+                // If the deadline never reached the inner read, it would block for ever: a watchdog ends it (with
+                // CancellationError, which fails the expectation below).
+                let watchdog = Task {
+                    try await Task.sleep(for: allowance + .seconds(5))
+                    task.cancel()
+                }
+                await #expect(throws: DeadlineExceededError.self) { try await task.value }
+                watchdog.cancel()
+                guard innerRan.withLock({ $0 }) else { continue }
+                // The outer deadline cut the inner operation short: both hooks run, with the deadline's reason.
+                try await inner.called.wait(deadline: .now + .seconds(5))
+                try await outer.called.wait(deadline: .now + .seconds(5))
+                if case .deadlineExceeded = inner.seen.first {} else { Issue.record("inner hook saw \(inner.seen)") }
+                if case .deadlineExceeded = outer.seen.first {} else { Issue.record("outer hook saw \(outer.seen)") }
+                return
             }
-            // The inner operation and its wait count (the outer one is bound to no handle).
-            try await until("the read parks", registry.operationCountUpdates()) { $0 >= 2 }
-            await #expect(throws: DeadlineExceededError.self) { try await task.value }
-            try await inner.called.wait(deadline: .now + .seconds(5))
-            try await outer.called.wait(deadline: .now + .seconds(5))
-            if case .deadlineExceeded = inner.seen.first {} else { Issue.record("inner hook saw \(inner.seen)") }
-            if case .deadlineExceeded = outer.seen.first {} else { Issue.record("outer hook saw \(outer.seen)") }
+            Issue.record("every attempt's deadline passed before the inner operation's body started")
         }
     }
 
