@@ -48,7 +48,7 @@ let package = Package(
         // core's tests link only this one (no libpq).
         .target(
             name: "TestSupport",
-            dependencies: ["ResourceKit", "ResourceKitTesting"],
+            dependencies: ["ResourceKit", "ResourceKitTesting", "EmbeddedPostgres"],
             path: "Tests/TestSupport",
             swiftSettings: strict
         ),

@@ -12,10 +12,11 @@ enum ChildProcess {
         let status: Int32
     }
 
-    /// Runs `arguments[0]` (an absolute path) and returns its exit status.
-    static func run(_ arguments: [String], outputPath: String) throws -> Int32 {
+    /// Runs `arguments[0]` (an absolute path) with `environment` and returns its exit status.
+    static func run(_ arguments: [String], environment: [String: String], outputPath: String) throws -> Int32 {
         do {
-            let pid = try Syscall.spawn(arguments, standardOutput: .file(outputPath), standardError: .standardOutput)
+            let pid = try Syscall.spawn(
+                arguments, environment: environment, standardOutput: .file(outputPath), standardError: .standardOutput)
             return try Syscall.waitForExit(pid)
         } catch {
             throw SpawnError(errno: error.errno)

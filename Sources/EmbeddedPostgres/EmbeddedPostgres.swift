@@ -23,7 +23,8 @@ public final class EmbeddedPostgres: Sendable {
         /// `ssl=on` with a self-signed certificate (needs `openssl` on the machine).
         public var tls: Bool
         /// The start of the temporary directory's name under `/tmp` (a random suffix follows), so that the
-        /// clusters of one tool can be told from another's.
+        /// clusters of one tool can be told from another's. A name that starts with `resourcekit-` is reaped by
+        /// ``Leftovers`` once its owner process is gone.
         public var directoryPrefix: String
 
         public init(password: String? = nil, tls: Bool = false, directoryPrefix: String = "resourcekit-pg-") {
@@ -141,6 +142,7 @@ public final class EmbeddedPostgres: Sendable {
     /// Starts a cluster, trying again (three attempts in all) when the server itself does not come up: the
     /// free port picked for it can be taken by another process between the pick and the server's bind.
     static func startBlocking(bin: String, options: Options) throws -> EmbeddedPostgres {
+        Leftovers.reapAbandonedBlocking()
         var attempt = 1
         while true {
             do {
@@ -158,11 +160,12 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     private static func startOnce(bin: String, options: Options) throws -> EmbeddedPostgres {
-        var template = Array("/tmp/\(options.directoryPrefix)XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else {
-            throw Failure(description: "could not create a temporary directory")
+        let directory: String
+        do {
+            directory = try Leftovers.makeDirectory(namePrefix: options.directoryPrefix)
+        } catch {
+            throw Failure(description: error.description)
         }
-        let directory = String(cString: made)
         let asRoot = getuid() == 0
         if asRoot {
             guard let user = getpwnam("postgres") else {
@@ -277,7 +280,7 @@ public final class EmbeddedPostgres: Sendable {
         let logPath = log ?? "/dev/null"
         let status: Int32
         do {
-            status = try ChildProcess.run(command, outputPath: logPath)
+            status = try ChildProcess.run(command, environment: ProcessOwner.current.environment(), outputPath: logPath)
         } catch {
             throw Failure(description: "could not start \((executable as NSString).lastPathComponent): \(error)")
         }
@@ -290,19 +293,10 @@ public final class EmbeddedPostgres: Sendable {
     }
 
     private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { Syscall.close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        do {
+            return try ServerPort.pickFree()
+        } catch {
+            throw Failure(description: error.description)
         }
-        guard bound == 0 else { throw Failure(description: "could not find a free port") }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -33,6 +33,12 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
 
     public var description: String { "StreamReader(\(descriptor))" }
 
+    /// The descriptor this reader owns while it is open (empty once closed), for the conformance kit's leak
+    /// check, which attributes descriptors to the resource under test instead of diffing the whole process.
+    @_spi(Testing) public var ownedDescriptors: [Int32] {
+        (try? descriptor.withDescriptor { [$0] }) ?? []
+    }
+
     /// Opens a FIFO or character device for reading (non-blocking: opening a FIFO does not wait for a writer).
     /// - Throws: ``FileError`` (`notFound`, `permissionDenied`, `isDirectory`, `notAStream` for a regular file).
     public static func open(path: String, in scope: ResourceScope, reactor: IOReactor = .shared) async throws
@@ -98,7 +104,10 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
                 FileError.from(errno: $0, path: "stream", call: "read")
             }
             guard bytes == nil, isFIFO else { return bytes }
-            if try descriptor.withDescriptor({ Self.pollNow($0) }) != 0 { return nil }
+            let now = try descriptor.withDescriptor { Self.pollNow($0) }
+            // A writer may have come, written and gone between the read and the poll: read what it left first.
+            if now & Int16(POLLIN) != 0 { continue }
+            if now & Int16(POLLHUP) != 0 { return nil }
             // No writer yet: wait until one writes or comes and goes, then read again.
             try await descriptor.perform(.readable, boundTo: handle) { fd in Self.pollNow(fd) != 0 ? () : nil }
         }

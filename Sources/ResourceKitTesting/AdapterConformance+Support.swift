@@ -31,8 +31,14 @@ extension AdapterConformance {
             try await withResourceScope("conformance", deadline: deadline, registry: registry) { scope in
                 let resource = try await make(scope)
                 made = true
-                opened = DescriptorLedger.now().opened(since: before)
-                for fd in testSideDescriptors?(resource) ?? [] { opened[fd] = nil }
+                let now = DescriptorLedger.now()
+                if let ownedDescriptors {
+                    // Attributed by the resource itself: what other tests open meanwhile cannot count.
+                    for fd in ownedDescriptors(resource) { opened[fd] = now.entries[fd] }
+                } else {
+                    opened = now.opened(since: before)
+                    for fd in testSideDescriptors?(resource) ?? [] { opened[fd] = nil }
+                }
                 if registry.liveCount == 0 {
                     problems.append(
                         "make did not register the resource in the scope it was given: register it with scope.register(_:kind:label:), so that the scope cancels and closes it."

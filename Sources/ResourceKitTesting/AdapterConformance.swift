@@ -28,8 +28,10 @@ public import ResourceKit
 /// `DeadlineExceededError`; the external work must stop when the operation's task is cancelled and when the
 /// resource is; and an operation started in a cancelled task must have no effect. Every failure says the fix.
 ///
-/// Run it in a serialized test: descriptor accounting compares `/proc/self/fd` before and after, and
-/// descriptors opened by tests running at the same time would be attributed to the adapter.
+/// Give it `ownedDescriptors` (the resource's own descriptors) so that the leak check looks at exactly those:
+/// then tests running in parallel in the same process cannot move it. Without them it diffs `/proc/self/fd`
+/// across `make`, and descriptors opened by tests running at the same time would be attributed to the adapter.
+/// Run it in a serialized test either way: its timing checks want the cores.
 public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     /// Time limits of the checks.
     public struct Bounds: Sendable {
@@ -60,6 +62,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     let operation: @Sendable (Resource) async throws -> Void
     let complete: (@Sendable (Resource) async throws -> Void)?
     let testSideDescriptors: (@Sendable (Resource) -> [Int32])?
+    let ownedDescriptors: (@Sendable (Resource) -> [Int32])?
     let exchange: (@Sendable (Resource, String) async throws -> String)?
     let externalWorkRunning: (@Sendable (Resource) async throws -> Bool)?
 
@@ -72,8 +75,12 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     ///     peer, a query waiting on a lock).
     ///   - completeOperation: makes a blocked `blockingOperation` complete (write to the peer, release the
     ///     lock); without it, the "cancel after completion" check is skipped.
-    ///   - testSideDescriptors: descriptors that `make` opened for the test's side (a peer socket, a FIFO's
-    ///     writer), which the resource does not own: they are left out of the leak check.
+    ///   - ownedDescriptors: the descriptors the resource owns once made (its socket, its pipe ends). The leak
+    ///     check then looks at exactly these, and tests running at the same time cannot move it. Without it the
+    ///     check diffs the whole process's descriptors across `make`, which is only right when nothing else in
+    ///     the process opens or closes descriptors meanwhile (a serialized run with no other suite).
+    ///   - testSideDescriptors: with the diff only: descriptors that `make` opened for the test's side (a peer
+    ///     socket, a FIFO's    ///     writer), which the resource does not own: they are left out of the leak check.
     ///   - exchange: one request and its reply: sends a request carrying `token` and returns the reply, which
     ///     must be `token` (an echo, `SELECT $1`). Enables the reuse and checkpoint checks.
     ///   - externalWorkRunning: "is the blocking operation's work still running outside the process?" (a
@@ -85,6 +92,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         make: @escaping @Sendable (ResourceScope) async throws -> Resource,
         blockingOperation: @escaping @Sendable (Resource) async throws -> Void,
         completeOperation: (@Sendable (Resource) async throws -> Void)? = nil,
+        ownedDescriptors: (@Sendable (Resource) -> [Int32])? = nil,
         testSideDescriptors: (@Sendable (Resource) -> [Int32])? = nil,
         exchange: (@Sendable (Resource, _ token: String) async throws -> String)? = nil,
         externalWorkRunning: (@Sendable (Resource) async throws -> Bool)? = nil
@@ -94,6 +102,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         self.make = make
         self.operation = blockingOperation
         self.complete = completeOperation
+        self.ownedDescriptors = ownedDescriptors
         self.testSideDescriptors = testSideDescriptors
         self.exchange = exchange
         self.externalWorkRunning = externalWorkRunning

@@ -29,6 +29,12 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
 
     public var description: String { "SocketConnection(\(descriptor))" }
 
+    /// The descriptor this connection owns while it is open (empty once closed), for the conformance kit's leak
+    /// check, which attributes descriptors to the resource under test instead of diffing the whole process.
+    @_spi(Testing) public var ownedDescriptors: [Int32] {
+        (try? descriptor.withDescriptor { [$0] }) ?? []
+    }
+
     /// The registration of this socket in its scope (`nil` once closed).
     public var handle: ResourceHandle? { registration.handle }
 

@@ -1,4 +1,4 @@
-import FileAdapter
+@_spi(Testing) import FileAdapter
 import Glibc
 import ResourceKit
 import ResourceKitTesting
@@ -9,13 +9,17 @@ import Testing
 @Suite(.serialized) struct StreamReaderConformanceTests {
     /// The FIFOs the kit's resources read, with a writer each.
     final class Writers: Sendable {
-        private let writers = Locked<[ObjectIdentifier: (fd: Int32, path: String)]>([:])
+        /// Every FIFO made, in order: a reader's identifier is reused once it is freed, so the newest entry for
+        /// an identifier is its reader's, and every entry is cleaned up at the end.
+        private let writers = Locked<[(reader: ObjectIdentifier, fd: Int32, path: String)]>([])
         func add(_ reader: StreamReader, _ fd: Int32, _ path: String) {
-            writers.withLock { $0[ObjectIdentifier(reader)] = (fd, path) }
+            writers.withLock { $0.append((ObjectIdentifier(reader), fd, path)) }
         }
-        func writer(of reader: StreamReader) -> Int32 { writers.withLock { $0[ObjectIdentifier(reader)]?.fd } ?? -1 }
+        func writer(of reader: StreamReader) -> Int32 {
+            writers.withLock { $0.last { $0.reader == ObjectIdentifier(reader) }?.fd } ?? -1
+        }
         func removeAll() {
-            for (fd, path) in writers.withLock({ Array($0.values) }) {
+            for (_, fd, path) in writers.withLock({ $0 }) {
                 close(fd)
                 unlink(path)
             }
@@ -45,7 +49,7 @@ import Testing
                 var byte: UInt8 = 1
                 _ = write(writers.writer(of: reader), &byte, 1)
             },
-            testSideDescriptors: { reader in [writers.writer(of: reader)] },
+            ownedDescriptors: { reader in reader.ownedDescriptors },
             exchange: { reader, token in
                 // A FIFO has no request side: the test writes the "reply" (only from a live task, as a
                 // requester would), and the reader must read exactly it.
@@ -54,8 +58,8 @@ import Testing
                 return try await reader.readLine() ?? ""
             }
         )
+        defer { writers.removeAll() }
         let report = try await runConformance(kit)
-        writers.removeAll()
         print(report)
         #expect(report.passed, "\(report)")
     }

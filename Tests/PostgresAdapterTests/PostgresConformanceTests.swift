@@ -1,4 +1,4 @@
-import PostgresAdapter
+@_spi(Testing) import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
 import ResourceKitTesting
@@ -39,6 +39,7 @@ import Testing
                     let key = keys.withLock { $0[ObjectIdentifier(connection)] } ?? 0
                     _ = try await holder.execute("SELECT pg_advisory_unlock($1)", [key])
                 },
+                ownedDescriptors: { connection in connection.ownedDescriptors },
                 exchange: { connection, token in
                     try await connection.query("SELECT $1::text", [token]).first?.decode(String.self, at: 0) ?? ""
                 },

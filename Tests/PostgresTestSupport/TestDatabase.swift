@@ -16,6 +16,7 @@ public enum TestDatabase {
         if let configured = ProcessInfo.processInfo.environment["RESOURCEKIT_TEST_POSTGRES"], !configured.isEmpty {
             return configured
         }
+        TestFixtures.claim()
         // initdb is CPU-heavy for a few seconds: keep it away from the timing-sensitive tests.
         let server = try await exclusively { try await EmbeddedPostgres.start(.init(directoryPrefix: directoryPrefix)) }
         embedded.withLock { $0 = server }
@@ -35,7 +36,8 @@ public enum TestDatabase {
 
     /// A separate, private cluster (for tests that kill the server).
     public static func privateCluster() async throws -> EmbeddedPostgres {
-        try await EmbeddedPostgres.start(.init(directoryPrefix: directoryPrefix))
+        TestFixtures.claim()
+        return try await EmbeddedPostgres.start(.init(directoryPrefix: directoryPrefix))
     }
 
     /// What `pg_stat_activity` says about `pid`: its `state` (`active`, `idle`, ...), or nil if gone.

@@ -140,14 +140,13 @@ import Testing
     /// cancels counted by the adapter went up, read back through Prometheus's HTTP API.
     @Test func aRealPrometheusScrapesTheEndpoint() async throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/prometheus") else {
-            Issue.record("prometheus is not installed (apt-get install prometheus; .ci/run does it)")
+            Issue.record("prometheus is not installed (apt-get install prometheus; Scripts/test does it)")
             return
         }
         let conninfo = try await TestDatabase.conninfo()
         let application = "rk-metrics-\(UInt32.random(in: 0...UInt32.max))"
         let (server, port, metrics) = try await Self.startServe(conninfo, application: application)
-        let directory = NSTemporaryDirectory() + "rk-prometheus-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try TestFixtures.directory("prometheus")
         let config = """
             global:
               scrape_interval: 1s

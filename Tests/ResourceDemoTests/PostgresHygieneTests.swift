@@ -25,8 +25,7 @@ import Testing
     @Test func hostNamesAreResolvedOnTheBlockingPool() async throws {
         // A cluster of our own on 127.0.0.1 (RESOURCEKIT_TEST_POSTGRES may name another host), reached as localhost.
         let conninfo = try await ProductionShapes.shared().conninfo(.scramTCP)
-        let directory = NSTemporaryDirectory() + "rk-gai-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try TestFixtures.directory("gai")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let source = directory + "/gai.c"
         try Self.interposer.write(toFile: source, atomically: true, encoding: .utf8)

@@ -10,7 +10,8 @@ import Testing
             "seeded pipe (\(bug.map { "\($0)" } ?? "no bug"))",
             make: { scope in try await SeededPipe.open(bug: bug, in: scope) },
             blockingOperation: { pipe in try await pipe.readByte() },
-            completeOperation: { pipe in pipe.writeByte() }
+            completeOperation: { pipe in pipe.writeByte() },
+            ownedDescriptors: { pipe in [pipe.readFD, pipe.writeFD] }
         )
     }
 

@@ -1,7 +1,7 @@
 import Glibc
 import ResourceKit
 import ResourceKitTesting
-import SocketAdapter
+@_spi(Testing) import SocketAdapter
 import TestSupport
 import Testing
 
@@ -33,7 +33,7 @@ import Testing
                 var byte: UInt8 = 1
                 _ = write(peers.end(of: connection) ?? -1, &byte, 1)
             },
-            testSideDescriptors: { connection in peers.end(of: connection).map { [$0] } ?? [] },
+            ownedDescriptors: { connection in connection.ownedDescriptors },
             exchange: { connection, token in
                 // The request goes out through the adapter; the test's end echoes it back.
                 try await connection.write(token + "\n")

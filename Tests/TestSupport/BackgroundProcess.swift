@@ -1,3 +1,4 @@
+import EmbeddedPostgres
 import Foundation
 import ResourceKit
 
@@ -26,9 +27,13 @@ public final class BackgroundProcess: Sendable {
 
     /// Starts `arguments[0]` (an absolute path).
     public init(_ arguments: [String], logPath: String) throws {
+        TestFixtures.claim()
         let pid: Int32
         do {
-            pid = try Syscall.spawn(arguments, standardOutput: .file(logPath), standardError: .standardOutput)
+            // Marked with this process as its owner: a later run stops it if this one dies without doing so.
+            pid = try Syscall.spawn(
+                arguments, environment: ProcessOwner.current.environment(), standardOutput: .file(logPath),
+                standardError: .standardOutput)
         } catch {
             throw Failure(description: "could not start \(arguments[0]): \(error)")
         }
@@ -84,23 +89,13 @@ public final class BackgroundProcess: Sendable {
     }
 
     static func canConnect(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        } == 0
+        ServerPort.isAcceptingConnections(port)
     }
 
-    /// A port nobody listens on now (bound and released at once).
+    /// A port for a server to listen on, below the ephemeral range so that no client connection takes it
+    /// meanwhile (`ServerPort`).
     public static func freePort() -> Int {
-        let port = LoopbackPort()
-        return port.port
+        (try? ServerPort.pickFree()) ?? LoopbackPort().port
     }
 }
 

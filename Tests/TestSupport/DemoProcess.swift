@@ -1,4 +1,5 @@
 import ResourceKitTesting
+import EmbeddedPostgres
 import Foundation
 import Glibc
 import ResourceKit
@@ -20,10 +21,14 @@ public final class DemoProcess: Sendable {
     }()
 
     public init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        var template = Array("/tmp/resource-demo-test-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw SpawnFailed(description: "mkdtemp failed") }
-        directory = String(cString: made)
-        var merged = ProcessInfo.processInfo.environment
+        TestFixtures.claim()
+        do {
+            directory = try Leftovers.makeDirectory(namePrefix: "resourcekit-demo-test-")
+        } catch {
+            throw SpawnFailed(description: error.description)
+        }
+        // Marked with this process as its owner: a later run stops it if this one dies without doing so.
+        var merged = ProcessOwner.current.environment()
         merged["DATABASE_URL"] = nil
         for (key, value) in environment { merged[key] = value }
         let child: Int32

@@ -44,6 +44,9 @@ public final class PostgresCancelChannel: Sendable {
         """
 
     private let state = Locked(State())
+
+    /// The control connection's sockets, if it is open.
+    var controlDescriptors: [Int32] { state.withLock { $0.control }?.ownedDescriptors ?? [] }
     private let work = OwnedTasks()
     private let reconnect: (@Sendable () async throws -> PostgresConnection)?
 

@@ -94,6 +94,13 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// pid libpq holds is the pooler's key, not a process), or the connection is not open.
     public var backendPID: Int32? { state.withLock { $0.identity?.pid } }
 
+    /// The sockets this connection owns now: its own and its control connection's (the cancel fast path), for
+    /// the conformance kit's leak check, which attributes descriptors to the resource under test.
+    @_spi(Testing) public var ownedDescriptors: [Int32] {
+        let own = state.withLock { $0.conn == nil || $0.socket < 0 ? [] : [$0.socket] }
+        return own + (cancelChannel.withLock { $0 }?.controlDescriptors ?? [])
+    }
+
     /// The verified backend and server (see ``PostgresBackendIdentity``), or `nil` when unverified.
     public var backendIdentity: PostgresBackendIdentity? { state.withLock { $0.identity } }
 

@@ -49,6 +49,9 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     /// The channels listened on.
     public let channels: [String]
     private let connection: PostgresConnection
+
+    /// The socket of the listener's own connection, for the conformance kit's leak check.
+    @_spi(Testing) public var ownedDescriptors: [Int32] { connection.ownedDescriptors }
     private let buffer = Locked(Buffer())
     private let registration = HandleSlot()
     private let reader = OwnedTasks()

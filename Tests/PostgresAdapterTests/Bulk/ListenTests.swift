@@ -1,4 +1,4 @@
-import PostgresAdapter
+@_spi(Testing) import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
 import ResourceKitTesting
@@ -108,7 +108,8 @@ import Testing
                 blockingOperation: { listener in _ = try await listener.next() },
                 completeOperation: { listener in
                     _ = try await sender.execute("SELECT pg_notify($1, 'done')", [listener.channels[0]])
-                }
+                },
+                ownedDescriptors: { listener in listener.ownedDescriptors }
                 // No exchange: a listener is a sequence whose consumer owns it, and cancelling the consuming task
                 // ends the listener by design (see PostgresListener), so "reuse after an operation-level cancel"
                 // does not apply.

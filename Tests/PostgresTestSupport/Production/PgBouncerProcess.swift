@@ -1,3 +1,4 @@
+import EmbeddedPostgres
 import Foundation
 import TestSupport
 
@@ -20,7 +21,7 @@ public final class PgBouncerProcess: Sendable {
     public static func start(serverPort: Int, password: String?) async throws -> PgBouncerProcess {
         guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/pgbouncer") else {
             throw BackgroundProcess.Failure(
-                description: "pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
+                description: "pgbouncer is not installed (apt-get install pgbouncer; Scripts/test does it)")
         }
         let directory = try makeDirectory("resourcekit-pgbouncer")
         let port = BackgroundProcess.freePort()
@@ -66,12 +67,15 @@ public final class PgBouncerProcess: Sendable {
     }
 }
 
-/// A new temporary directory, owned by the `postgres` OS user when running as root.
+/// A new temporary directory `/tmp/<prefix>-XXXXXX` that records this process as its owner (so that a later run
+/// removes it if this one is killed), owned by the `postgres` OS user when running as root.
 func makeDirectory(_ prefix: String) throws -> String {
-    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw BackgroundProcess.Failure(description: "mkdtemp failed") }
-    let directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    _ = made
+    let directory: String
+    do {
+        directory = try Leftovers.makeDirectory(namePrefix: prefix + "-")
+    } catch {
+        throw BackgroundProcess.Failure(description: error.description)
+    }
     try ownByPostgres(directory, files: [])
     return directory
 }

@@ -29,7 +29,8 @@ public final class ProductionShapes: Sendable {
     public let balancer: RoundRobinProxy
 
     private static let startup = Task<ProductionShapes, any Error> {
-        try await exclusively {
+        TestFixtures.claim()
+        return try await exclusively {
             let secured = try await EmbeddedPostgres.start(
                 .init(password: password, tls: true, directoryPrefix: TestDatabase.directoryPrefix))
             secured.stopOnTerminationSignals()

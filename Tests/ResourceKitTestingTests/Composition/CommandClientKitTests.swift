@@ -1,3 +1,4 @@
+@_spi(Testing) import SocketAdapter
 import ResourceKit
 import ResourceKitTesting
 import TestSupport
@@ -12,6 +13,7 @@ import Testing
             make: { scope in try await CommandClient.connect(port: server.port, in: scope) },
             blockingOperation: { client in _ = try await client.run("BLOCK", "kit", seeding: bug) },
             completeOperation: { client in try await server.release(client.id) },
+            ownedDescriptors: { client in client.ownedDescriptors },
             exchange: { client, token in try await client.run("ECHO", token, seeding: bug) },
             externalWorkRunning: { client in try await server.isBlocked(client.id) }
         )
@@ -48,5 +50,12 @@ import Testing
         let failing = report.failures.filter { $0.name.hasPrefix(check) }
         #expect(!failing.isEmpty, "expected '\(check)' to fail:\n\(report)")
         #expect(failing.contains { $0.failure?.contains(message) == true }, "expected '\(message)':\n\(report)")
+    }
+}
+
+extension CommandClient {
+    /// Both parts' sockets, for the kit's leak check.
+    var ownedDescriptors: [Int32] {
+        parts.withLock { $0 }.map { $0.commands.ownedDescriptors + $0.control.ownedDescriptors } ?? []
     }
 }
