@@ -82,12 +82,20 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // A parent process for the crash-only tests: starts one child through Syscall.spawn and waits to be killed.
+        .executableTarget(
+            name: "rk-spawn-probe",
+            dependencies: ["ResourceKit"],
+            path: "Tests/Helpers/SpawnProbe",
+            swiftSettings: strict
+        ),
         // The reliability suite: random-point cancellation, faults and bad input. Short form by default;
         // RESOURCEKIT_RELIABILITY=long for the long form.
         .testTarget(
             name: "ReliabilityTests",
             dependencies: [
-                "resource-demo", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter", "FileAdapter", "ResourceKit",
+                "resource-demo", "rk-spawn-probe", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter",
+                "FileAdapter", "ResourceKit",
                 "ResourceKitTesting", "TestSupport",
                 "PostgresTestSupport",
             ],

@@ -3,6 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -94,4 +99,84 @@ int rk_inotify_watch_file(const char *path) {
         return -1;
     }
     return fd;
+}
+
+const int rk_SIGKILL = SIGKILL;
+
+/// Closes every descriptor in [from, to]: close_range(2) where the kernel has it, else one by one.
+static void rk_close_from(unsigned int from, unsigned int to) {
+    if (from > to) return;
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, from, to, 0) == 0) return;
+#endif
+    for (unsigned int fd = from; fd <= to && fd < 65536; fd++) close((int)fd);
+}
+
+/// The child's side of rk_spawn: system calls only (the parent may have had other threads at the fork).
+static void rk_spawn_child(const char *path, char *const argv[], char *const envp[], const int child_fds[3],
+                           int death_signal, pid_t parent, int report) {
+    if (report < 3) report = fcntl(report, F_DUPFD_CLOEXEC, 3);  // a parent with 0, 1 or 2 closed
+    struct sigaction standard;
+    memset(&standard, 0, sizeof standard);
+    standard.sa_handler = SIG_DFL;
+    for (int number = 1; number < NSIG; number++) {
+        if (number != SIGKILL && number != SIGSTOP) sigaction(number, &standard, NULL);
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (death_signal != 0) {
+        if (prctl(PR_SET_PDEATHSIG, death_signal) != 0 || getppid() != parent) _exit(127);
+    }
+    // Move every source above the targets first: a source may itself be numbered 0, 1 or 2.
+    int moved[3];
+    for (int i = 0; i < 3; i++) {
+        moved[i] = child_fds[i] >= 0 ? fcntl(child_fds[i], F_DUPFD_CLOEXEC, 3) : -1;
+        if (child_fds[i] >= 0 && moved[i] < 0) goto fail;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (moved[i] >= 0 && dup2(moved[i], i) < 0) goto fail;
+    }
+    // Nothing but 0, 1, 2 and the report pipe (close-on-exec) survives: no inherited socket, lock or pipe.
+    rk_close_from(3, (unsigned int)report - 1);
+    rk_close_from((unsigned int)report + 1, ~0U);
+    execve(path, argv, envp);
+fail:;
+    int error = errno;
+    ssize_t written;
+    do {
+        written = write(report, &error, sizeof error);
+    } while (written < 0 && errno == EINTR);
+    _exit(127);
+}
+
+int rk_spawn(const char *path, char *const argv[], char *const envp[], const int child_fds[3], int death_signal,
+             int *pid) {
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) {
+        int error = errno;
+        close(report[0]);
+        close(report[1]);
+        return error;
+    }
+    if (child == 0) rk_spawn_child(path, argv, envp, child_fds, death_signal, parent, report[1]);
+    close(report[1]);
+    // The report pipe reaches end-of-file at the exec (close-on-exec); an error number arrives instead if the exec
+    // failed.
+    int error = 0;
+    ssize_t got;
+    do {
+        got = read(report[0], &error, sizeof error);
+    } while (got < 0 && errno == EINTR);
+    close(report[0]);
+    if (got == (ssize_t)sizeof error) {
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+        }
+        return error;
+    }
+    *pid = child;
+    return 0;
 }

@@ -13,6 +13,10 @@ import Glibc
 /// Blocking steps (`initdb`, `pg_ctl`, `openssl`) run on threads of their own (`clusterPool`), never on the
 /// cooperative pool nor on the shared blocking pool.
 ///
+/// The cluster never outlives its owner process: if the process ends without ``stop()`` (`kill -9`, a crash), a
+/// watcher stops the server and removes its directory within a few seconds, and the next ``start(_:)`` in any
+/// process reaps whatever a dead owner still left (``Leftovers``).
+///
 /// ``Options`` make production shapes: scram-sha-256 with a password (TCP and Unix socket alike) and TLS with
 /// a self-signed certificate made by `openssl` at start.
 public final class EmbeddedPostgres: Sendable {
@@ -48,6 +52,8 @@ public final class EmbeddedPostgres: Sendable {
     /// How it was set up.
     public let options: Options
     private let stopped = Locked(false)
+    /// The watcher that stops the cluster if this process dies without doing so (``ClusterLifeline``).
+    private let lifeline = Locked<ClusterLifeline?>(nil)
 
     /// The threads that run `initdb`, `pg_ctl` and `openssl` (seconds each): apart from the shared blocking
     /// pool, whose threads serve I/O that must not wait behind them.
@@ -177,6 +183,13 @@ public final class EmbeddedPostgres: Sendable {
         let port = try freePort()
         let server = EmbeddedPostgres(port: port, dataDirectory: directory, binDirectory: bin, options: options)
         do {
+            let watcher: ClusterLifeline
+            do {
+                watcher = try ClusterLifeline.start(directory: directory)
+            } catch {
+                throw Failure(description: "could not start the cluster's watcher: \(error)")
+            }
+            server.lifeline.withLock { $0 = watcher }
             var initdb = ["-D", data, "-U", "postgres", "-E", "UTF8", "--no-sync"]
             if let password = options.password {
                 let file = directory + "/pwfile"
@@ -233,6 +246,10 @@ public final class EmbeddedPostgres: Sendable {
             binDirectory + "/pg_ctl", ["-D", dataDirectory + "/data", "-m", "fast", "-w", "stop"],
             asRoot: getuid() == 0, log: nil)
         try? FileManager.default.removeItem(atPath: dataDirectory)
+        lifeline.withLock { lifeline in
+            defer { lifeline = nil }
+            return lifeline
+        }?.release()
     }
 
     /// Stops the server abruptly (`pg_ctl stop -m immediate`), keeping the data directory: for fault tests.

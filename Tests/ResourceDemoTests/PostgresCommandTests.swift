@@ -79,38 +79,13 @@ import Testing
 @Suite struct EmbeddedClusterCommandTests {
     @Test func sigtermStopsTheEmbeddedClusterBeforeExit() async throws {
         try await exclusively {
-            let before = Set(
-                try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter { $0.hasPrefix("resourcekit-pg-") })
+            let before = Set(try ProcessWatch.demoClusterDirectories())
             let process = try DemoProcess(["pg", "--sql", "SELECT pg_sleep(30)"])
-            // The cluster's postmaster, once it is up.
-            var postmaster: pid_t = 0
-            var directory = ""
-            let start = ContinuousClock.now
-            while postmaster == 0, ContinuousClock.now - start < .seconds(60) {
-                let now = Set(
-                    try FileManager.default.contentsOfDirectory(atPath: "/tmp").filter {
-                        $0.hasPrefix("resourcekit-pg-")
-                    })
-                if let new = now.subtracting(before).first,
-                    let pidFile = try? String(contentsOfFile: "/tmp/\(new)/data/postmaster.pid", encoding: .utf8),
-                    let pid = pid_t(pidFile.split(separator: "\n").first ?? ""), pid > 0
-                {  // initdb writes a negative pid
-                    (postmaster, directory) = (pid, "/tmp/\(new)")
-                } else {
-                    try await Task.sleep(for: .milliseconds(20))
-                }
-            }
-            try #require(postmaster > 0, "the demo's cluster never came up")
+            let (postmaster, directory) = try await ProcessWatch.newDemoCluster(besides: before)
             process.signal(SIGTERM)
             #expect(try await process.exitStatus() == 143)
             // pg_ctl stop returns once the pid file is gone; the process itself ends a moment later.
-            do {
-                let exit = try Syscall.processExitDescriptor(postmaster)
-                defer { Syscall.close(exit) }
-                try await IOReactor.shared.wait(for: exit, .readable, deadline: .now + .seconds(5))
-            } catch let error as SystemError where error.errno == ESRCH {
-                // Already gone.
-            }
+            #expect(try await ProcessWatch.exits(postmaster, within: .seconds(5)), "the postmaster stopped")
             #expect(!FileManager.default.fileExists(atPath: directory), "the cluster's directory is removed")
         }
     }

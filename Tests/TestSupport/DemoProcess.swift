@@ -20,7 +20,13 @@ public final class DemoProcess: Sendable {
         return testRunner.deletingLastPathComponent().appendingPathComponent("resource-demo").path
     }()
 
-    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    /// The binary `name` beside the test bundle (an executable target the test target depends on).
+    public static func helper(_ name: String) -> String {
+        URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent(name).path
+    }
+
+    /// Starts the built `resource-demo` (or `executable`, another binary beside the test bundle) with `arguments`.
+    public init(_ arguments: [String], environment: [String: String] = [:], executable: String = binary) throws {
         TestFixtures.claim()
         do {
             directory = try Leftovers.makeDirectory(namePrefix: "resourcekit-demo-test-")
@@ -34,12 +40,12 @@ public final class DemoProcess: Sendable {
         let child: Int32
         do {
             child = try Syscall.spawn(
-                [Self.binary] + arguments, environment: merged,
+                [executable] + arguments, environment: merged,
                 standardOutput: .file(directory + "/stdout", truncate: true),
                 standardError: .file(directory + "/stderr", truncate: true)
             )
         } catch {
-            throw SpawnFailed(description: "posix_spawn \(Self.binary): \(error)")
+            throw SpawnFailed(description: "spawn \(executable): \(error)")
         }
         pid = child
         let (exited, status, spawned) = (self.exited, self.status, child)

@@ -46,4 +46,17 @@ int rk_accept_nonblocking(int fd);
 /// A non-blocking inotify descriptor watching `path` for growth, metadata changes, deletion and moves.
 int rk_inotify_watch_file(const char *path);
 
+/// Starts `path` (an absolute path) with `argv` and `envp` in a new process and returns 0 with its pid in `pid`,
+/// or an error number (the exec's own, such as ENOENT, when the program could not be started).
+///
+/// The child gets `child_fds[i]` as its descriptor i (i = 0, 1, 2; -1 keeps the parent's own i) and no other
+/// descriptor at all: everything from 3 up is closed before the exec, close-on-exec or not. Every signal is at its
+/// default disposition and none is blocked. With `death_signal` non-zero, the child receives that signal when the
+/// *thread* that called this ends (Linux PR_SET_PDEATHSIG; call it from a thread that lives as long as the process),
+/// and a child whose parent is already gone exits at once. Between fork and exec the child makes system calls only.
+int rk_spawn(const char *path, char *const argv[], char *const envp[], const int child_fds[3], int death_signal,
+             int *pid);
+/// The default signal number a child gets when its parent dies (SIGKILL).
+extern const int rk_SIGKILL;
+
 #endif

@@ -81,10 +81,15 @@ public enum Leftovers {
     public static func reapAbandonedBlocking() -> Sweep {
         reapedOnce.withLock { done in
             if let done { return done }
-            let sweep = sweep { owner in owner.map { !$0.isAlive } }
+            let sweep = sweepAbandoned()
             done = sweep
             return sweep
         }
+    }
+
+    /// One sweep for what dead owners left, every time it is called (``reapAbandoned()`` sweeps once).
+    package static func sweepAbandoned() -> Sweep {
+        sweep { owner in owner.map { !$0.isAlive } }
     }
 
     /// Stops this process's own marked processes and removes its own directories, and whatever owners that have

@@ -25,6 +25,9 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
 
     /// Starts `arguments[0]` (an absolute path) with pipes for standard input and output, registered in `scope`.
     ///
+    /// The child dies with this process (`SIGKILL` when it ends, however it ends) and inherits no descriptor but
+    /// its two pipes and standard error.
+    ///
     /// Cancellation: if `scope` is already cancelled, the child is terminated and reaped at once and the
     /// call throws `CancellationError`.
     public static func spawn(_ arguments: [String], grace: Duration = .seconds(2), in scope: ResourceScope) async throws
@@ -36,8 +39,10 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
         let pid: Int32
         do {
             // The core's spawner clears the signal mask and dispositions the runtime's threads carry.
+            // diesWithParent: a child resource must not outlive its process either (`kill -9` included).
             pid = try Syscall.spawn(
-                arguments, standardInput: .descriptor(stdin.read), standardOutput: .descriptor(stdout.write))
+                arguments, standardInput: .descriptor(stdin.read), standardOutput: .descriptor(stdout.write),
+                diesWithParent: true)
         } catch {
             [stdin.read, stdin.write, stdout.read, stdout.write].forEach(Syscall.close)
             throw error

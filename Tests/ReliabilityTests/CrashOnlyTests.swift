@@ -1,0 +1,97 @@
+import EmbeddedPostgres
+import Foundation
+import Glibc
+import ResourceKit
+import ResourceKitTesting
+import TestSupport
+import Testing
+
+/// Nothing outlives the process that owns it, `kill -9` included (Docs/Architecture.md, "Nothing outlives its
+/// owner"): an embedded cluster, a child started to die with its parent, and what a dead owner left behind.
+@Suite(.serialized) struct CrashOnlyTests {
+    /// `kill -9` of a `resource-demo pg` run in the middle of its query: the cluster's watcher stops the server and
+    /// removes its directory.
+    @Test func anEmbeddedClusterDiesWithItsKilledOwner() async throws {
+        try await exclusively {
+            let before = Set(try ProcessWatch.demoClusterDirectories())
+            let demo = try DemoProcess(["pg", "--sql", "SELECT pg_sleep(30)"])
+            let (postmaster, directory) = try await ProcessWatch.newDemoCluster(besides: before)
+            demo.signal(SIGKILL)
+            let killed = ContinuousClock.now
+            #expect(try await demo.exitStatus() == 128 + SIGKILL)
+            #expect(
+                try await ProcessWatch.exits(postmaster, within: .seconds(10)),
+                "the postmaster still runs 10 s after its owner was killed")
+            #expect(
+                try await ProcessWatch.removed(directory, within: .seconds(10)),
+                "the cluster's directory is still there 10 s after its owner was killed")
+            print("cluster gone \(ContinuousClock.now - killed) after kill -9 of its owner")
+        }
+    }
+
+    /// What a dead owner left, a directory and a process that both name it, is removed by the next sweep; what a
+    /// live owner (this process) left is not.
+    @Test func aDeadOwnersLeftoversAreReapedAtTheNextStart() async throws {
+        let me = ProcessOwner.current
+        let dead = ProcessOwner(pid: me.pid, startTime: me.startTime + 1)  // this pid, another life: not alive
+        #expect(!dead.isAlive && me.isAlive)
+        let abandoned = try Leftovers.makeDirectory(namePrefix: "resourcekit-reaper-test-")
+        try (dead.description + "\n").write(
+            toFile: abandoned + "/" + ProcessOwner.fileName, atomically: true, encoding: .utf8)
+        let kept = try Leftovers.makeDirectory(namePrefix: "resourcekit-reaper-test-")
+        defer { try? FileManager.default.removeItem(atPath: kept) }
+        let orphan = try Syscall.spawn(["/bin/sleep", "60"], environment: dead.environment())
+        let sibling = try Syscall.spawn(["/bin/sleep", "60"], environment: me.environment())
+        defer {
+            kill(sibling, SIGKILL)
+            _ = try? Syscall.waitForExit(sibling)
+        }
+        let sweep = try await BlockingPool.shared.run { Leftovers.sweepAbandoned() }
+        #expect(sweep.processes.contains(orphan) && !sweep.processes.contains(sibling), "\(sweep)")
+        #expect(sweep.directories.contains(abandoned) && !sweep.directories.contains(kept), "\(sweep)")
+        // The sweep reaps a child of its own process that it stopped: the orphan is gone, not a zombie.
+        #expect(try await ProcessWatch.exits(orphan, within: .seconds(1)), "the dead owner's process still runs")
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+        #expect(FileManager.default.fileExists(atPath: kept))
+        #expect(Syscall.exitStatusIfExited(sibling) == nil, "a live owner's process is left alone")
+    }
+
+    /// A child started with `diesWithParent` ends when its parent is killed; one started without it survives
+    /// (the control: the test can tell the two apart).
+    @Test(arguments: [true, false])
+    func aSpawnedChildDiesWithItsParentWhenAskedTo(diesWithParent: Bool) async throws {
+        let parent = try DemoProcess(
+            [diesWithParent ? "dies-with-parent" : "survives-parent", "/bin/sleep", "60"],
+            executable: DemoProcess.helper("rk-spawn-probe"))
+        let line = try await parent.line(containing: "child ")
+        let child = try #require(Int32(line.dropFirst("child ".count)))
+        parent.signal(SIGKILL)
+        #expect(try await parent.exitStatus() == 128 + SIGKILL)
+        let ended = try await ProcessWatch.exits(child, within: diesWithParent ? .seconds(5) : .milliseconds(500))
+        if !ended { kill(child, SIGKILL) }
+        #expect(ended == diesWithParent, "child \(child) \(ended ? "ended" : "still ran") after its parent's kill -9")
+    }
+
+    /// A child holds no descriptor of its parent's beyond the three it is handed, even one the parent left
+    /// without close-on-exec.
+    @Test func aSpawnedChildInheritsOnlyItsThreeStandardDescriptors() async throws {
+        let leaky = open("/dev/null", O_RDONLY)  // no O_CLOEXEC, on purpose
+        try #require(leaky >= 0)
+        defer { close(leaky) }
+        let pipe = try Syscall.makePipe()
+        defer {
+            Syscall.close(pipe.read)
+            Syscall.close(pipe.write)
+        }
+        let child = try Syscall.spawn(["/bin/sleep", "60"], standardInput: .descriptor(pipe.read))
+        defer {
+            kill(child, SIGKILL)
+            _ = try? Syscall.waitForExit(child)
+        }
+        let descriptors = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(child)/fd").sorted()
+        #expect(descriptors == ["0", "1", "2"], "the child holds \(descriptors)")
+        let input = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child)/fd/0")
+        let handed = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(pipe.read)")
+        #expect(input == handed, "standard input is the pipe it was handed")
+    }
+}
