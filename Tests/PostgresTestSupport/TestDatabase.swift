@@ -61,4 +61,22 @@ public enum TestDatabase {
             throw PostgresError(.connection, "backend never became active")
         }
     }
+
+    /// The pid of the backend whose query contains `marker`, once it is active (polling `pg_stat_activity`, the
+    /// only view of another process's query; bounded).
+    public static func activeBackend(
+        running marker: String, observer: PostgresConnection, within bound: Duration = .seconds(60)
+    ) async throws -> Int32 {
+        let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(10))
+        let found = Locked<Int32?>(nil)
+        _ = try await PostgresActivityProbe.poll(every: probe.pollInterval, within: bound) {
+            let pid = try await probe.backends(.running(marker)).first
+            found.withLock { $0 = pid }
+            return pid != nil
+        }
+        guard let pid = found.withLock({ $0 }) else {
+            throw PostgresError(.connection, "no backend ran the query marked \(marker)")
+        }
+        return pid
+    }
 }

@@ -43,7 +43,7 @@ import Testing
         ])
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            let pid = try await Self.activeBackend(running: marker, observer: observer)
+            let pid = try await TestDatabase.activeBackend(running: marker, observer: observer)
             process.signal(SIGINT)
             #expect(try await process.exitStatus() == 130)
             #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil)
@@ -60,33 +60,5 @@ import Testing
         #expect(summary["committed"] as? String == "abc")
         #expect(summary["server_executions"] as? Int == 1)
         #expect(process.jsonLines.count == 4, "one line per update and the summary")
-    }
-
-    /// The pid of the backend whose query contains `marker`, once it is active.
-    static func activeBackend(running marker: String, observer: PostgresConnection) async throws -> Int32 {
-        let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(10))
-        var pid: Int32?
-        _ = try await PostgresActivityProbe.poll(every: probe.pollInterval, within: .seconds(60)) {
-            pid = try await probe.backends(.running(marker)).first
-            return pid != nil
-        }
-        guard let pid else { throw ConditionNeverHeld(description: "no backend ran the query") }
-        return pid
-    }
-}
-
-/// Without `--postgres`, the demo starts its own cluster; a signal stops it before the process exits.
-@Suite struct EmbeddedClusterCommandTests {
-    @Test func sigtermStopsTheEmbeddedClusterBeforeExit() async throws {
-        try await exclusively {
-            let before = Set(try ProcessWatch.demoClusterDirectories())
-            let process = try DemoProcess(["pg", "--sql", "SELECT pg_sleep(30)"])
-            let (postmaster, directory) = try await ProcessWatch.newDemoCluster(besides: before)
-            process.signal(SIGTERM)
-            #expect(try await process.exitStatus() == 143)
-            // pg_ctl stop returns once the pid file is gone; the process itself ends a moment later.
-            #expect(try await ProcessWatch.exits(postmaster, within: .seconds(5)), "the postmaster stopped")
-            #expect(!FileManager.default.fileExists(atPath: directory), "the cluster's directory is removed")
-        }
     }
 }

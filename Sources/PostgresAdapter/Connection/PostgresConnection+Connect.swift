@@ -18,6 +18,8 @@ extension PostgresConnection {
     ///   - pool: the blocking pool that resolves host names.
     ///   - cancelTimeout: how long `close()` waits for a cancel in flight (a frozen server) before it closes.
     ///   - statistics: where the connection counts its cancels (a pool shares one).
+    ///   - session: what the server session is asked for, so that its work ends with the client
+    ///     (``PostgresSessionOptions``: a vanished-client check, the deadline carried as `statement_timeout`).
     ///   - onNotice: receives the server's notices and warnings. `nil`: each becomes a registry event
     ///     `postgres.notice.<severity>` and its text is dropped. Never printed.
     /// Cancellation: the connection is registered before the resolution and the handshake start, so
@@ -33,6 +35,7 @@ extension PostgresConnection {
         pool: BlockingPool = .shared,
         cancelTimeout: Duration = .seconds(5),
         statistics: PostgresCancelStatistics = PostgresCancelStatistics(),
+        session: PostgresSessionOptions = PostgresSessionOptions(),
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) async throws -> PostgresConnection {
         try scope?.checkCancellation()
@@ -43,6 +46,7 @@ extension PostgresConnection {
             pool: pool,
             cancelTimeout: cancelTimeout,
             statistics: statistics,
+            session: session,
             onNotice: onNotice
         )
         let handle: ResourceHandle
@@ -129,12 +133,19 @@ extension PostgresConnection {
     /// Asks the server which backend this is. A server that cannot say (a pooler's admin console, a
     /// Postgres-compatible server without these functions) leaves the identity unknown: the fast cancel path
     /// stays off for this connection and ``backendPID`` is `nil`.
+    ///
+    /// The same round trip asks a verified backend to watch for a vanished client
+    /// (``PostgresSessionOptions/clientCheckInterval``).
     private func verifyBackend() async throws {
         let keyPID = state.withLock { $0.keyPID }
         var identity: PostgresBackendIdentity?
         do {
-            if let row = try await query(PostgresBackendIdentity.probe).first {
+            let interval = session.clientCheckIntervalMilliseconds
+            if let row = try await query(PostgresBackendIdentity.probe, [keyPID, interval]).first {
                 identity = try PostgresBackendIdentity.verified(keyPID: keyPID, row: row)
+                if interval > 0, try row.decode(Bool?.self, at: 4) != true {
+                    handle?.report("postgres.connection.noVanishCheck")
+                }
             }
         } catch let error as PostgresError where error.code == .server || error.code == .decoding {
             identity = nil

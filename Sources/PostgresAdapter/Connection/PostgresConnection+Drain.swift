@@ -80,6 +80,7 @@ extension PostgresConnection {
                 case PGRES_PIPELINE_SYNC:
                     guard PQexitPipelineMode(conn) == 1 else { throw lost() }
                     state.mode = .simple
+                    state.carried = nil
                     _ = state.machine.resultsEnded(id)
                     return .done
                 default: break

@@ -87,11 +87,19 @@ extension PostgresConnection {
         }
     }
 
-    /// Sends one parameterised statement and returns its query id.
+    /// Sends one parameterised statement and returns its query id. Under a deadline (and unless the session says
+    /// otherwise) the statement carries it to the server as its `statement_timeout` (a stream's single-row
+    /// statement does not).
     func send(_ sql: String, _ binds: [PostgresBind], singleRow: Bool) throws -> QueryID {
-        try state.withLock { state in
+        let carry = singleRow ? nil : deadlineToCarry()
+        return try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
+            }
+            state.lastCarried = nil
+            if let carry {
+                try Self.sendCarried(conn, sql, binds, deadline: carry, &state)
+                return state.machine.sent()
             }
             let types = binds.map { Oid($0.oid) }
             let values = binds.map(\.text)
@@ -167,11 +175,8 @@ extension PostgresConnection {
                 throw PostgresError.unsupportedResult
             }
             if let failure {
-                // 57014 that we caused is our cancellation, not a failure.
-                if failure.isQueryCanceled, end == .ended(ourCancel: true) {
-                    throw self.handle?.cancellationReason?.error ?? CancellationError()
-                }
-                throw failure
+                // 57014 that we caused is our cancellation; one from a carried deadline is that deadline.
+                throw self.outcome(of: failure, ourCancel: end == .ended(ourCancel: true))
             }
         }
         return results
@@ -240,7 +245,20 @@ extension PostgresConnection {
                 throw PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
             }
             while PQisBusy(conn) == 0 {
-                guard let result = PQgetResult(conn) else {
+                let next = PQgetResult(conn)
+                if state.carried != nil {
+                    switch try Self.takeCarried(next, conn, &state) {
+                    case .taken:
+                        if let next { PQclear(next) }
+                        continue
+                    case .ended:
+                        if let next { PQclear(next) }
+                        return .finished(.ended(ourCancel: state.machine.resultsEnded(id).ourCancel))
+                    case .callers:
+                        break
+                    }
+                }
+                guard let result = next else {
                     return .finished(.ended(ourCancel: state.machine.resultsEnded(id).ourCancel))
                 }
                 defer { PQclear(result) }

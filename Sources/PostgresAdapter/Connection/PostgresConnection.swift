@@ -21,8 +21,9 @@ public import ResourceKit
 ///
 /// - cancelled before the query was sent: nothing is sent. Cancelled after it completed: nothing is sent and
 ///   the result is returned.
-/// - our own `57014` is `CancellationError`; a `57014` from the server's `statement_timeout` is a
-///   ``PostgresError``.
+/// - our own `57014` is `CancellationError`; a `57014` from a deadline the statement carried to the server
+///   (``PostgresSessionOptions/carriesDeadlineToServer``) is `DeadlineExceededError`; a `57014` from a
+///   `statement_timeout` of your own is a ``PostgresError``.
 /// - libpq never writes to stderr: notices go to the handler given at connect (default: registry events).
 public final class PostgresConnection: ManagedResource, CustomStringConvertible {
     /// The resource kind of connections.
@@ -44,6 +45,10 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         var resends = 0
         /// Which sub-protocol the query on the wire is in: how a drain must read (or end) it.
         var mode: WireMode = .simple
+        /// The query on the wire carries its deadline to the server: where its pipeline is.
+        var carried: CarriedDeadline?
+        /// The last carried query's, once its pipeline ended (for its error's translation).
+        var lastCarried: CarriedDeadline?
     }
 
     /// The sub-protocol of the query on the wire.
@@ -65,6 +70,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     let pool: BlockingPool
     let notices: NoticeSink
     let statistics: PostgresCancelStatistics
+    /// What the server session is asked for (a vanished-client check, deadlines carried to the server).
+    public let session: PostgresSessionOptions
     private let registration = HandleSlot()
     let cancelChannel = Locked<PostgresCancelChannel?>(nil)
     /// How long a cancel, or draining a cancelled query, may take before the connection is broken.
@@ -75,8 +82,10 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         pool: BlockingPool,
         cancelTimeout: Duration,
         statistics: PostgresCancelStatistics,
+        session: PostgresSessionOptions,
         onNotice: (@Sendable (PostgresNotice) -> Void)?
     ) {
+        self.session = session
         self.reactor = reactor
         self.pool = pool
         self.cancelTimeout = cancelTimeout

@@ -38,12 +38,19 @@ public struct PostgresBackendIdentity: Sendable, Hashable, CustomStringConvertib
 
     public var description: String { "backend(pid \(pid), started \(backendStart), \(server))" }
 
-    /// One round trip: what the server says about the backend this statement runs on.
+    /// One round trip: what the server says about the backend this statement runs on. `$1` is the pid the
+    /// client holds (`PQbackendPID`), `$2` a `client_connection_check_interval` in milliseconds (0: none), set
+    /// only when the backend is the client's own (never on a pooler's shared session) and the server has the
+    /// setting (PostgreSQL 14 and later); the fifth column says whether it was set.
     static let probe = """
         SELECT pg_backend_pid(), \
         (extract(epoch FROM a.backend_start) * 1000000)::int8, \
         (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::int8, \
-        (SELECT system_identifier::text FROM pg_control_system()) \
+        (SELECT system_identifier::text FROM pg_control_system()), \
+        CASE WHEN pg_backend_pid() = $1::int4 AND $2::int8 > 0 \
+        AND current_setting('server_version_num')::int4 >= 140000 \
+        THEN set_config('client_connection_check_interval', $2::int8::text, false) IS NOT NULL \
+        ELSE false END \
         FROM pg_stat_get_activity(pg_backend_pid()) AS a
         """
 

@@ -39,6 +39,8 @@ public final class PostgresPool: Sendable {
     private let occupancyChanges = Broadcast<PoolOccupancy>()
     /// The fast-path channel (`nil` when off).
     public let cancelChannel: PostgresCancelChannel?
+    /// What each connection's server session is asked for (``PostgresSessionOptions``).
+    public let session: PostgresSessionOptions
     /// Which path each cancel of the pool's connections took.
     public let cancelStatistics = PostgresCancelStatistics()
 
@@ -50,6 +52,7 @@ public final class PostgresPool: Sendable {
     ///   - reactor: the reactor the connections wait on.
     ///   - cancelFastPath: keep one extra control connection and cancel with `pg_cancel_backend` where that is
     ///     proven safe (see ``PostgresCancelChannel``); cancel requests remain the fallback.
+    ///   - session: what each connection's server session is asked for (``PostgresSessionOptions``).
     ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
     /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
     public init(
@@ -58,8 +61,10 @@ public final class PostgresPool: Sendable {
         registry: ResourceRegistry = .shared,
         reactor: IOReactor = .shared,
         cancelFastPath: Bool = true,
+        session: PostgresSessionOptions = PostgresSessionOptions(),
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) throws {
+        self.session = session
         _ = try ConnectionInfo(conninfo)
         self.conninfo = conninfo
         self.maxConnections = max(1, maxConnections)
@@ -170,6 +175,7 @@ public final class PostgresPool: Sendable {
                 registry: registry,
                 reactor: reactor,
                 statistics: cancelStatistics,
+                session: session,
                 onNotice: onNotice
             )
             if let cancelChannel {

@@ -10,9 +10,12 @@ final class ResourceOperation: CancellableOperation {
 
     private let machine = Locked(Machine())
     private let hook: @Sendable (CancellationReason) -> Void
+    /// The earliest deadline of this operation and the operations it is nested in.
+    let deadline: ContinuousClock.Instant?
 
-    init(onCancel hook: @escaping @Sendable (CancellationReason) -> Void) {
+    init(onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: ContinuousClock.Instant?) {
         self.hook = hook
+        self.deadline = deadline
     }
 
     /// Marks the body as started, or throws the reason's error if a cancel came first.

@@ -38,8 +38,8 @@ nonisolated(nonsending) public func withResourceOperation<Result>(
     try Task.checkCancellation()
     if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
 
-    let operation = ResourceOperation(onCancel: onCancel)
     let parent = ResourceOperation.current
+    let operation = ResourceOperation(onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline))
     parent?.add(operation)
     handle?.track(operation)
     var timer: ReactorTimerID?

@@ -26,6 +26,13 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// `statement_timeout`, a socket timeout) where that helps; expiry cancels the handle with
     /// ``CancellationReason/deadlineExceeded(_:)``.
     public var deadline: ContinuousClock.Instant? { state.withLock { $0.deadline } }
+    /// The deadline that an operation on this resource, run by the current task now, must meet: the earliest of
+    /// ``deadline`` and the deadlines of every enclosing ``withResourceOperation(boundTo:deadline:onCancel:_:)``.
+    /// Adapters carry it to the other side (a server's `statement_timeout`) so that the work ends there too if
+    /// this process can no longer send a cancel.
+    public var operationDeadline: ContinuousClock.Instant? {
+        Deadlines.earliest(deadline, ResourceOperation.current?.deadline)
+    }
     /// The registry that tracks this resource.
     public let registry: ResourceRegistry
     /// When the resource was registered.

@@ -36,10 +36,12 @@ extension Tour: DemoCommand {
 
 extension PgCommand: DemoCommand {
     static let name = "pg"
-    static let usage = "resource-demo pg     --sql SQL [--cancel-after DURATION] [--postgres URL] [--json]"
+    static let usage =
+        "resource-demo pg     --sql SQL [--cancel-after DURATION] [--deadline DURATION] [--postgres URL] [--json]"
     static let details = """
           Runs one statement and prints its rows. --cancel-after cancels the task: a cancel request stops the
-          query on the server, and the command reports the backend's state from pg_stat_activity.
+          query on the server, and the command reports the backend's state from pg_stat_activity. --deadline
+          runs the statement under a deadline, which it also carries to the server as its statement_timeout.
           JSON: {"outcome", "cancel_to_return_us", "backend_pid", "backend_state", "rows", "command_tag", ...}
         """
     static let switchFlags: Set<String> = ["--json"]

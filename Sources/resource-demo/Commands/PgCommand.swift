@@ -2,20 +2,26 @@ import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
 
-/// `resource-demo pg --sql SQL [--cancel-after DURATION] [--postgres URL] [--json]`: runs one statement; a
-/// cancel (the timer or a signal) sends a cancel request, and the command reports whether the backend is idle.
+/// `resource-demo pg --sql SQL [--cancel-after DURATION] [--deadline DURATION] [--postgres URL] [--json]`: runs one
+/// statement; a cancel (the timer or a signal) sends a cancel request, and the command reports whether the backend
+/// is idle. A deadline is also carried to the server as the statement's `statement_timeout`.
 enum PgCommand: Sendable {
-    static let valueFlags: Set<String> = ["--sql", "--cancel-after", "--postgres"]
+    static let valueFlags: Set<String> = ["--sql", "--cancel-after", "--deadline", "--postgres"]
 
     static func run(_ arguments: Arguments) async throws -> Int32 {
         let sql = try arguments.required("--sql")
         let cancelAfter = try arguments.duration("--cancel-after")
+        let deadline = try arguments.duration("--deadline")
         let json = arguments.has("--json")
         return try await PostgresTarget.with(arguments.value("--postgres"), quiet: json) { conninfo in
             try await withResourceScope("demo.pg") { scope in
                 let connection = try await PostgresConnection.connect(conninfo, in: scope)
                 let report = await runCancellable(cancelAfter: cancelAfter) {
-                    try await connection.execute(sql)
+                    guard let deadline else { return try await connection.execute(sql) }
+                    let instant = ContinuousClock.now + deadline
+                    return try await withResourceOperation(boundTo: nil, deadline: instant, onCancel: { _ in }) {
+                        try await connection.execute(sql)
+                    }
                 }
                 // Server-side confirmation, from a second connection: is our backend still running a query?
                 var backendState: String?

@@ -1,0 +1,147 @@
+import CLibPQ
+import ResourceKit
+
+/// A statement run under a deadline carries it to the server as its own `statement_timeout`, in the same round
+/// trip (``PostgresSessionOptions/carriesDeadlineToServer``), so that a client that froze or died cannot hold the
+/// server past the deadline: no cancel request is needed for the server to stop.
+///
+/// On the wire it is a pipeline of three statements and one sync: the prelude saves the session's
+/// `statement_timeout` and sets the carried one, unless the session's own is shorter (both as `set_config(...,
+/// true)`: local to the transaction); then the caller's statement; then the epilogue restores the saved value
+/// unless the statement set its own (it matters inside an explicit transaction; otherwise the sync ends the
+/// implicit transaction and the local setting with it). Only the caller's statement's results reach the caller; ``CarriedDeadline`` walks the others.
+extension PostgresConnection {
+    /// Where the results of a carried statement's pipeline are.
+    struct CarriedDeadline: Sendable, Equatable {
+        enum Stage: Sendable, Equatable {
+            /// The prelude's results, up to its end.
+            case prelude
+            /// The caller's statement's results.
+            case statement
+            /// The epilogue's results, then the sync.
+            case epilogue
+        }
+
+        var stage: Stage = .prelude
+        /// The deadline that was carried.
+        let deadline: ContinuousClock.Instant
+        /// Whether the carried timeout is the one in force (the session's own was not shorter): a
+        /// `statement_timeout` error is then the deadline's.
+        var inForce = false
+    }
+
+    /// Saves the session's timeout, sets `$1` milliseconds unless the session's own is shorter, and records what it
+    /// set (the inner `set_config` returns it); says whether the carried one is in force.
+    static let carryPrelude = """
+        SELECT set_config('resourcekit.statement_timeout', s.setting, true), \
+        set_config('resourcekit.carried_timeout', set_config('statement_timeout', \
+        CASE WHEN s.ms = 0 OR s.ms > $1::int8 THEN $1::int8::text ELSE s.setting END, true), true), \
+        s.ms = 0 OR s.ms > $1::int8 \
+        FROM (SELECT setting::int8 AS ms, current_setting('statement_timeout') AS setting \
+        FROM pg_settings WHERE name = 'statement_timeout') AS s
+        """
+    /// Restores the timeout the prelude saved, unless the statement itself changed it (`SET LOCAL
+    /// statement_timeout`): then the statement's own setting stays.
+    static let carryEpilogue = """
+        SELECT CASE WHEN current_setting('statement_timeout') = current_setting('resourcekit.carried_timeout') \
+        THEN set_config('statement_timeout', current_setting('resourcekit.statement_timeout'), true) END
+        """
+
+    /// The deadline to carry for a statement sent now, if any: the operation's (``ResourceHandle/operationDeadline``)
+    /// when the session carries deadlines.
+    func deadlineToCarry() -> ContinuousClock.Instant? {
+        guard session.carriesDeadlineToServer else { return nil }
+        return handle?.operationDeadline
+    }
+
+    /// Queues the carried statement's pipeline (under the lock, on a connection with nothing on the wire). Throws
+    /// ``DeadlineExceededError`` for a deadline already past (nothing is sent). A refused queue breaks the
+    /// connection: queued items cannot be taken back.
+    static func sendCarried(
+        _ conn: OpaquePointer, _ sql: String, _ binds: [PostgresBind], deadline: ContinuousClock.Instant,
+        _ state: inout State
+    ) throws {
+        let remaining = deadline - .now
+        guard remaining > .zero else { throw DeadlineExceededError(deadline: deadline) }
+        let (seconds, attoseconds) = remaining.components
+        let milliseconds = max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
+        guard PQenterPipelineMode(conn) == 1 else {
+            throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+        }
+        func queue(_ sql: String, _ binds: [PostgresBind]) -> Bool {
+            let types = binds.map { Oid($0.oid) }
+            return binds.map(\.text).withOptionalCStrings { values in
+                types.withUnsafeBufferPointer { types in
+                    PQsendQueryParams(conn, sql, Int32(binds.count), types.baseAddress, values, nil, nil, 0)
+                }
+            } == 1
+        }
+        guard queue(carryPrelude, [Int64(milliseconds).postgresBind]), queue(sql, binds), queue(carryEpilogue, []),
+            PQpipelineSync(conn) == 1
+        else {
+            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+            state.machine.lost()
+            throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+        }
+        state.mode = .pipeline
+        state.carried = CarriedDeadline(deadline: deadline)
+    }
+
+    /// What a result of a carried statement's pipeline is for.
+    enum CarriedStep {
+        /// The prelude's or the epilogue's (or the end of one statement's results): taken here.
+        case taken
+        /// The caller's statement's: the caller takes it.
+        case callers
+        /// The sync: the pipeline is over, the connection is back in its plain mode.
+        case ended
+    }
+
+    /// What ``pump(_:consume:)`` does with `result` (nil: the end of one queued statement's results) while a
+    /// carried statement's pipeline is read. Under the lock.
+    static func takeCarried(_ result: OpaquePointer?, _ conn: OpaquePointer, _ state: inout State) throws
+        -> CarriedStep
+    {
+        guard var carried = state.carried else { return .callers }
+        switch carried.stage {
+        case .prelude:
+            if let result {
+                if PQresultStatus(result) == PGRES_TUPLES_OK, PQntuples(result) == 1 {
+                    carried.inForce = String(cString: PQgetvalue(result, 0, 2)) == "t"
+                }
+            } else {
+                carried.stage = .statement
+            }
+            state.carried = carried
+            return .taken
+        case .statement:
+            guard result == nil else { return .callers }
+            carried.stage = .epilogue
+            state.carried = carried
+            return .taken
+        case .epilogue:
+            guard let result, PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .taken }
+            guard PQexitPipelineMode(conn) == 1 else {
+                state.machine.lost()
+                throw PostgresError(.connection, "could not leave pipeline mode")
+            }
+            state.mode = .simple
+            state.lastCarried = carried
+            state.carried = nil
+            return .ended
+        }
+    }
+
+    /// `failure` as the caller sees it: our own cancel's `57014` is the cancellation's reason; a `57014` while a
+    /// carried timeout was in force, at or after its deadline, is ``DeadlineExceededError``; anything else stays.
+    func outcome(of failure: PostgresError, ourCancel: Bool) -> any Error {
+        guard failure.isQueryCanceled else { return failure }
+        if ourCancel { return handle?.cancellationReason?.error ?? CancellationError() }
+        if let carried = state.withLock({ $0.lastCarried }), carried.inForce,
+            ContinuousClock.now >= carried.deadline - .milliseconds(50)
+        {
+            return DeadlineExceededError(deadline: carried.deadline)
+        }
+        return failure
+    }
+}

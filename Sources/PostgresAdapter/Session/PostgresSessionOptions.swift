@@ -1,0 +1,36 @@
+/// What a connection asks of its server session so that server-side work never outlives the client that asked for
+/// it (Docs/Architecture.md, "Nothing outlives its owner"), even when the client freezes or dies and no cancel can
+/// be sent.
+public struct PostgresSessionOptions: Sendable, Hashable {
+    /// How often the server checks, while a statement runs, that the client is still connected
+    /// (`client_connection_check_interval`, PostgreSQL 14 and later). A client process that died (`kill -9`, a
+    /// crash) has its statement ended within about this long, instead of when the statement next writes to the
+    /// socket. `nil`: not asked. Default 1 s.
+    ///
+    /// Asked for at connect, in the round trip that verifies the backend, and only on a verified backend: behind
+    /// a transaction pooler (an unverified backend) the session is shared with other clients and is left alone,
+    /// and a server before 14 is not asked. Behind PgBouncer in transaction mode a killed client's statement runs
+    /// on (PgBouncer keeps the server connection until the statement ends): a deadline carried to the server
+    /// (``carriesDeadlineToServer``) is what bounds it there.
+    public var clientCheckInterval: Duration?
+
+    /// A statement run under a deadline (of the connection's scope, or of an enclosing
+    /// `withResourceOperation(deadline:)`) also carries it to the server as that statement's `statement_timeout`,
+    /// in the same round trip, so that a client that froze or died cannot hold the server past its deadline. The
+    /// server's timeout then surfaces as `DeadlineExceededError`; a shorter `statement_timeout` of your own still
+    /// applies and stays a ``PostgresError``. Statements without a deadline send nothing extra. Default `true`.
+    public var carriesDeadlineToServer: Bool
+
+    /// The options; the defaults suit a server that is reached directly or through a pooler.
+    public init(clientCheckInterval: Duration? = .seconds(1), carriesDeadlineToServer: Bool = true) {
+        self.clientCheckInterval = clientCheckInterval
+        self.carriesDeadlineToServer = carriesDeadlineToServer
+    }
+
+    /// ``clientCheckInterval`` in whole milliseconds for the server (at least 1; 0 when off).
+    var clientCheckIntervalMilliseconds: Int64 {
+        guard let interval = clientCheckInterval, interval > .zero else { return 0 }
+        let (seconds, attoseconds) = interval.components
+        return max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
+    }
+}
