@@ -86,7 +86,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     ///   - registry: where the listener and its connection are recorded.
     ///   - onNotice: receives the session's notices; `nil`: registry events.
     ///   - bufferLimit: notifications kept while nobody iterates (default 10,000); see the overflow policy.
-    /// Cancellation: as ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:onNotice:)``.
+    /// Cancellation: as ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:session:onNotice:)``.
     /// - Throws: ``PostgresError``, `CancellationError`, `DeadlineExceededError`.
     public static func listen(
         to channels: [String],
