@@ -40,6 +40,16 @@ import Testing
             toFile: abandoned + "/" + ProcessOwner.fileName, atomically: true, encoding: .utf8)
         let kept = try Leftovers.makeDirectory(namePrefix: "resourcekit-reaper-test-")
         defer { try? FileManager.default.removeItem(atPath: kept) }
+        // Made before owners were recorded: no owner file. Abandoned once older than the grace period, not before.
+        let ownerlessOld = try Leftovers.makeDirectory(namePrefix: "resourcekit-reaper-test-")
+        let ownerlessNew = try Leftovers.makeDirectory(namePrefix: "resourcekit-reaper-test-")
+        defer { try? FileManager.default.removeItem(atPath: ownerlessNew) }
+        defer { try? FileManager.default.removeItem(atPath: ownerlessOld) }  // only if the sweep failed to
+        for directory in [ownerlessOld, ownerlessNew] {
+            try FileManager.default.removeItem(atPath: directory + "/" + ProcessOwner.fileName)
+        }
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -120)], ofItemAtPath: ownerlessOld)
         let orphan = try Syscall.spawn(["/bin/sleep", "60"], environment: dead.environment())
         let sibling = try Syscall.spawn(["/bin/sleep", "60"], environment: me.environment())
         defer {
@@ -49,6 +59,7 @@ import Testing
         let sweep = try await BlockingPool.shared.run { Leftovers.sweepAbandoned() }
         #expect(sweep.processes.contains(orphan) && !sweep.processes.contains(sibling), "\(sweep)")
         #expect(sweep.directories.contains(abandoned) && !sweep.directories.contains(kept), "\(sweep)")
+        #expect(sweep.directories.contains(ownerlessOld) && !sweep.directories.contains(ownerlessNew), "\(sweep)")
         // The sweep reaps a child of its own process that it stopped: the orphan is gone, not a zombie.
         #expect(try await ProcessWatch.exits(orphan, within: .seconds(1)), "the dead owner's process still runs")
         #expect(!FileManager.default.fileExists(atPath: abandoned))

@@ -88,8 +88,10 @@ public enum Leftovers {
     }
 
     /// One sweep for what dead owners left, every time it is called (``reapAbandoned()`` sweeps once).
+    /// A directory with no owner file (made before owners were recorded) counts as abandoned once it is older
+    /// than the grace period.
     package static func sweepAbandoned() -> Sweep {
-        sweep { owner in owner.map { !$0.isAlive } }
+        sweep { owner in owner.map { !$0.isAlive } ?? true }
     }
 
     /// Stops this process's own marked processes and removes its own directories, and whatever owners that have
