@@ -56,7 +56,9 @@ import Testing
             kill(sibling, SIGKILL)
             _ = try? Syscall.waitForExit(sibling)
         }
-        let sweep = try await BlockingPool.shared.run { Leftovers.sweepAbandoned() }
+        // On a thread of its own, never the shared blocking pool: the sweep waits for the processes it stops, and
+        // the suites running beside this one need the pool's threads meanwhile.
+        let sweep = await Leftovers.onItsOwnThread { Leftovers.sweepAbandoned() }
         #expect(sweep.processes.contains(orphan) && !sweep.processes.contains(sibling), "\(sweep)")
         #expect(sweep.directories.contains(abandoned) && !sweep.directories.contains(kept), "\(sweep)")
         #expect(sweep.directories.contains(ownerlessOld) && !sweep.directories.contains(ownerlessNew), "\(sweep)")

@@ -61,11 +61,17 @@ public enum Leftovers {
     /// when a server must be stopped), so that the fixture it starts next never meets a half-removed leftover.
     @discardableResult
     public static func reapAbandoned() async -> Sweep {
+        await onItsOwnThread { reapAbandonedBlocking() }
+    }
+
+    /// Runs a sweep on a thread of its own (it may wait seconds for processes to stop: never on the cooperative
+    /// pool nor on a shared blocking pool) and waits for it, also when the caller is cancelled.
+    package static func onItsOwnThread(_ sweep: @escaping @Sendable () -> Sweep) async -> Sweep {
         let done = OneShotEvent()
         let result = Locked(Sweep())
         Thread.detachNewThread {
-            let sweep = reapAbandonedBlocking()
-            result.withLock { $0 = sweep }
+            let swept = sweep()
+            result.withLock { $0 = swept }
             done.set()
         }
         do {
