@@ -9,7 +9,8 @@ import ResourceKit
 /// `statement_timeout` and sets the carried one, unless the session's own is shorter (both as `set_config(...,
 /// true)`: local to the transaction); then the caller's statement; then the epilogue restores the saved value
 /// unless the statement set its own (it matters inside an explicit transaction; otherwise the sync ends the
-/// implicit transaction and the local setting with it). Only the caller's statement's results reach the caller; ``CarriedDeadline`` walks the others.
+/// implicit transaction and the local setting with it). Only the caller's statement's results reach the caller;
+/// ``CarriedDeadline`` walks the others.
 extension PostgresConnection {
     /// Where the results of a carried statement's pipeline are.
     struct CarriedDeadline: Sendable, Equatable {

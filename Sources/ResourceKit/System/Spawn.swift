@@ -166,7 +166,8 @@ extension Syscall {
     }
 }
 
-/// The one thread that starts children that must die with the process (``Syscall/spawn(_:environment:standardInput:standardOutput:standardError:diesWithParent:)``).
+/// The one thread that starts children that must die with the process (`Syscall.spawn(..., diesWithParent:
+/// true)`).
 ///
 /// Linux sends the parent-death signal when the *thread* that forked the child ends, not the process. The
 /// cooperative pool's and libdispatch's threads come and go; this one is started once and never ends, so the
