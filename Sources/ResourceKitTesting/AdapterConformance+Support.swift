@@ -91,8 +91,9 @@ extension AdapterConformance {
             result.withLock { $0 = ended }
             done.set()
         }
-        // Ends when the task ends or at the deadline (the hang report); nothing else is waited for.
-        try? await done.wait(deadline: started + limit)
+        // Ends when the task ends or at the deadline (the hang report); nothing else is waited for. Shielded: the
+        // check's own scope (a deadline check's) is the borrowing scope of this wait, and must not end it.
+        try? await done.wait(deadline: started + limit, shielded: true)
         return (result.withLock { $0 }, ContinuousClock.now - started)
     }
 
@@ -196,6 +197,13 @@ extension AdapterConformance {
     }
 
     static func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
+
+    /// The device and inode behind `fd`, or nil when it is not open.
+    static func identity(of fd: Int32) -> [UInt64]? {
+        var status = stat()
+        guard fstat(fd, &status) == 0 else { return nil }
+        return [UInt64(status.st_dev), UInt64(status.st_ino)]
+    }
 
     static func text(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components

@@ -51,7 +51,11 @@ import Testing
                     }
                 }
             }
-            try await until("every wait parks", reactor.waitingDescriptorCounts()) { [count] in $0 >= count }
+            // A setup wait, not a timing claim: 10,000 connects under the thread sanitizer on a loaded machine took
+            // longer than the default 10 s.
+            try await until("every wait parks", reactor.waitingDescriptorCounts(), timeout: .seconds(120)) {
+                [count] in $0 >= count
+            }
             #expect(registry.liveCount == count)
             let start = ContinuousClock.now
             readers.cancel()
