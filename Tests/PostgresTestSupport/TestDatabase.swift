@@ -12,7 +12,13 @@ public enum TestDatabase {
     public static let directoryPrefix = "resourcekit-test-pg-"
 
     private static let embedded = Locked<EmbeddedPostgres?>(nil)
+    /// Started by whichever test asks first, in a task of its own that must not borrow that test's scope (a
+    /// deadline or cancel of one test would otherwise end the cluster's start for every test).
     private static let startup = Task<String, any Error> {
+        try await withoutResourceScope { try await start() }
+    }
+
+    private static func start() async throws -> String {
         if let configured = ProcessInfo.processInfo.environment["RESOURCEKIT_TEST_POSTGRES"], !configured.isEmpty {
             return configured
         }

@@ -3,7 +3,7 @@ import ResourceKit
 /// The fast cancel path: one warm control connection that stops a backend with `pg_cancel_backend` instead
 /// of a cancel request (which costs a new TCP connection and a server-side fork on every cancel).
 ///
-/// Safe by construction (DESIGN principle 11):
+/// Safe by construction (Docs/Architecture.md, "The Postgres adapter"):
 /// - it is used only for a connection whose backend was verified at connect (``PostgresBackendIdentity``:
 ///   the pid libpq holds is the server's own), and only while the control connection is verified to reach
 ///   the *same* server (postmaster start time and system identifier). Behind a pooler or a balancer that does
@@ -13,7 +13,9 @@ import ResourceKit
 ///   control connection each report ``Outcome/notDelivered``, and the connection sends the same cancel as a
 ///   cancel request at once;
 /// - a control connection that died is reopened lazily, with a backoff, when the channel was made with a
-///   way to reconnect.
+///   way to reconnect. A cancel for a backend on another server than the control connection's (after a
+///   server restart, the new postmaster) first looks at the control connection without waiting: one the restart
+///   left dead is closed, and the next cancels find a verified one again.
 ///
 /// One cancel at a time goes through the control connection; a cancel that finds it busy uses a cancel
 /// request. Work the channel starts (the cancel statement, a reconnect) is owned by it and awaited by
@@ -82,6 +84,13 @@ public final class PostgresCancelChannel: Sendable {
             case start(PostgresConnection)
             case cannot(dead: PostgresConnection?, reconnect: Bool)
         }
+        // A control connection verified on another server than the backend's may be one the server's restart
+        // left dead (its socket closed under it): look without waiting, which marks it broken if so, so that it
+        // is dropped and a verified one opened below rather than kept forever.
+        let other = state.withLock { state in
+            state.busy || state.server == backend.server ? nil : state.control
+        }
+        if let other { _ = other.isAliveWhileIdle() }
         let decision = state.withLock { state -> Decision in
             guard !state.closed, !state.disabled else { return .cannot(dead: nil, reconnect: false) }
             if let control = state.control, !control.isBroken {

@@ -4,7 +4,7 @@
 /// ``PostgresConnection`` holds one under its lock, feeds it events and performs the actions it returns after
 /// releasing the lock. It makes no I/O itself and is tested without any (`ConnectionStateMachineTests`).
 ///
-/// The rules it enforces (DESIGN principle 8):
+/// The rules it enforces (Docs/Architecture.md, "The Postgres adapter"):
 /// - a cancel (request or fast path) is sent only while *that* query is on the wire;
 /// - the next query starts only after the previous one reached ReadyForQuery *and* every cancel sent for it
 ///   finished (its socket's EOF seen), so a late cancel can never hit the next query;

@@ -9,6 +9,11 @@ extension PostgresConnection {
     /// verification and `.pgpass` still see the name), so no `getaddrinfo` runs on the cooperative pool.
     /// Multi-host lists (`host=a,b`) keep working: each name's addresses are tried in order.
     ///
+    /// `connect_timeout` keeps libpq's meaning (libpq's non-blocking API ignores it; this adapter does not): it
+    /// bounds each host attempt (each address of a name), values under 2 count as 2, and a host that does not
+    /// complete the handshake in time (a listener that drops SYNs, a server that accepts and never answers) is
+    /// given up for the next host of the list, as a refused or failed one is.
+    ///
     /// - Parameters:
     ///   - conninfo: a conninfo string (`host=... port=... user=...`) or a `postgres://` URL.
     ///   - scope: the owning scope; `nil` registers the connection with `registry` alone, and the caller
@@ -20,13 +25,17 @@ extension PostgresConnection {
     ///   - statistics: where the connection counts its cancels (a pool shares one).
     ///   - session: what the server session is asked for, so that its work ends with the client
     ///     (``PostgresSessionOptions``: a vanished-client check, the deadline carried as `statement_timeout`).
+    ///   - connectTimeout: the `connect_timeout` to use when the conninfo sets none (``PostgresPool`` passes its
+    ///     default); `nil` waits as long as the caller does. A `connect_timeout` in the conninfo always wins.
     ///   - onNotice: receives the server's notices and warnings. `nil`: each becomes a registry event
     ///     `postgres.notice.<severity>` and its text is dropped. Never printed.
     /// Cancellation: the connection is registered before the resolution and the handshake start, so
-    /// cancelling the task (or the scope, or its deadline passing) while resolving or connecting returns at
-    /// once and closes the socket, including against a server that accepts and never answers.
-    /// - Throws: ``PostgresError`` (`invalidConfiguration` for a malformed string, `connection` for failures:
-    ///   the message never contains the password), `CancellationError`, `DeadlineExceededError`.
+    /// cancelling the task (or the scope, or the calling task's scope when `scope` is another, or a deadline
+    /// passing) while resolving or connecting returns at once and closes the socket, including against a server
+    /// that accepts and never answers. A deadline shorter than `connect_timeout` wins.
+    /// - Throws: ``PostgresError`` (`invalidConfiguration` for a malformed string, `connectionTimedOut` when
+    ///   every host attempt ran out of `connect_timeout`, `connection` for other failures: the message names
+    ///   each host's failure and never contains the password), `CancellationError`, `DeadlineExceededError`.
     public static func connect(
         _ conninfo: String,
         in scope: ResourceScope?,
@@ -36,6 +45,7 @@ extension PostgresConnection {
         cancelTimeout: Duration = .seconds(5),
         statistics: PostgresCancelStatistics = PostgresCancelStatistics(),
         session: PostgresSessionOptions = PostgresSessionOptions(),
+        connectTimeout: Duration? = nil,
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) async throws -> PostgresConnection {
         try scope?.checkCancellation()
@@ -59,8 +69,8 @@ extension PostgresConnection {
         do {
             let resolved = try await info.resolvingHostNames(on: pool, boundTo: handle)
             try handle.checkCancellation()
-            try connection.start(resolved)
-            try await connection.poll(handle: handle, password: info.password)
+            let plan = ConnectAttempts(resolved, defaultTimeout: connectTimeout)
+            try await connection.open(plan, handle: handle, password: info.password)
             try await connection.verifyBackend()
             try await connection.watchForVanishingWithoutCancelKey()
         } catch {
@@ -68,6 +78,54 @@ extension PostgresConnection {
             throw error
         }
         return connection
+    }
+
+    /// Runs the handshake: libpq's own walk of the host list when there is no timeout, else one bounded attempt
+    /// per host (``ConnectAttempts``).
+    private func open(_ plan: ConnectAttempts, handle: ResourceHandle, password: String?) async throws {
+        guard let timeout = plan.timeout else {
+            try start(plan.attempts[0])
+            try await poll(handle: handle, password: password)
+            return
+        }
+        var failures: [String] = []
+        var timedOut = 0
+        for attempt in plan.attempts {
+            let deadline = ContinuousClock.now + timeout
+            do {
+                // The attempt's own deadline ends its waits at the operation level: the handle lives on.
+                try await withResourceOperation(boundTo: nil, deadline: deadline, onCancel: { _ in }) {
+                    try start(attempt)
+                    try await poll(handle: handle, password: password)
+                }
+                if !failures.isEmpty { handle.report("postgres.connect.failedOver") }
+                return
+            } catch let error as DeadlineExceededError where error.deadline == deadline {
+                timedOut += 1
+                failures.append("\(ConnectAttempts.target(of: attempt)): timeout expired after \(timeout)")
+            } catch let error as PostgresError where error.code == .connection {
+                failures.append(error.message)
+            }
+            abandonAttempt()
+        }
+        let code: PostgresError.Code = timedOut == plan.attempts.count ? .connectionTimedOut : .connection
+        throw PostgresError(code, "could not connect: " + failures.joined(separator: "; "))
+    }
+
+    /// Ends a host attempt that failed or timed out, so that the next one starts from nothing.
+    private func abandonAttempt() {
+        let conn = state.withLock { state -> PGConnPointer? in
+            defer {
+                state.conn = nil
+                state.socket = -1
+            }
+            if let conn = state.conn {
+                let live = PQsocket(conn.raw)
+                if live >= 0 { reactor.descriptorWillClose(live) }
+            }
+            return state.conn
+        }
+        if let conn { PQfinish(conn.raw) }
     }
 
     private func start(_ info: ConnectionInfo) throws {

@@ -5,15 +5,18 @@ public import ResourceKit
 /// can block runs on the cooperative pool: host names are resolved on the blocking pool before libpq sees
 /// them, cancel requests are sent from the blocking pool.
 ///
-/// Cancellation (the point of the module), at two levels:
+/// Cancellation (the point of the module), at three levels:
 /// - the *operation*: the task running a query is cancelled (also when it does not own the connection's
 ///   scope). From inside `withTaskCancellationHandler` a cancel goes out (the fast path if the pool has a
 ///   verified one, else a cancel request on the blocking pool); the caller gets `CancellationError` at once,
 ///   without waiting for the server. The connection lives on.
 /// - the *resource*: its scope is cancelled, its deadline passes, or ``cancel()`` is called: the same cancel
 ///   goes out, and every operation on it ends with the reason's error (`DeadlineExceededError` for a deadline).
+/// - the *borrowing scope*: the calling task's innermost scope does not own the connection (a pooled one, one
+///   an outer scope owns) and is cancelled or passes its deadline: as the operation level, with the scope's
+///   reason (Docs/Architecture.md, "Three levels of cancellation").
 ///
-/// The guard (DESIGN principle 8): a cancel is sent only while *that* query is on the wire, and the next query
+/// The guard (Docs/Architecture.md, "The Postgres adapter"): a cancel is sent only while *that* query is on the wire, and the next query
 /// starts only after the cancelled one reached ReadyForQuery *and* every cancel for it finished. A cancel
 /// request that does not stop the query (it reached another server behind a balancer) is sent again, with
 /// backoff, while the query is still on the wire, up to ``cancelTimeout``. A cleanup that does not finish

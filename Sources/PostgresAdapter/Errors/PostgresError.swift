@@ -5,6 +5,7 @@
 ///   it surfaces as `CancellationError` (or `DeadlineExceededError`). A `57014` from the server's own
 ///   `statement_timeout` is a failure and stays here.
 /// - ``Code/connection``: could not connect, or the connection was lost or is broken.
+/// - ``Code/connectionTimedOut``: could not connect because every host attempt ran out of `connect_timeout`.
 /// - ``Code/invalidConfiguration``, ``Code/invalidQuery``, ``Code/decoding``, ``Code/connectionBusy``:
 ///   caller mistakes, reported before anything is sent where possible.
 ///
@@ -13,11 +14,16 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
     public enum Code: String, Sendable, Hashable {
         case server
         case connection
+        /// Every host attempt ran out of its `connect_timeout` (a silent server, a listener that drops SYNs).
+        case connectionTimedOut
         case invalidConfiguration
         case invalidQuery
         case decoding
         case connectionBusy
         case poolClosed
+        /// The operation needs a server session of its own (`LISTEN`), and this connection's could not be
+        /// verified (a transaction-mode pooler in front).
+        case sessionRequired
         /// A pipeline statement the server skipped because an earlier one in the same batch failed.
         case pipelineAborted
     }

@@ -29,6 +29,10 @@ public struct PostgresNotification: Sendable, Hashable {
 ///   connection's socket down, so the server ends the session and nothing listens any more; the scope then
 ///   closes the listener. Notifications still buffered are dropped.
 /// - A lost connection ends the sequence with ``PostgresError/Code/connection`` after the buffered ones.
+/// - `LISTEN` needs a session of its own: a listener whose backend cannot be verified (behind a pooler such as
+///   PgBouncer, whose transaction mode runs each statement on whichever server connection is free and drops
+///   the notifications) fails at ``listen(to:conninfo:in:bufferLimit:allowUnverifiedSession:registry:onNotice:)``
+///   with ``PostgresError/Code/sessionRequired`` rather than listen on nothing.
 public final class PostgresListener: ManagedResource, AsyncSequence, CustomStringConvertible {
     public typealias Element = PostgresNotification
 
@@ -86,13 +90,16 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     ///   - registry: where the listener and its connection are recorded.
     ///   - onNotice: receives the session's notices; `nil`: registry events.
     ///   - bufferLimit: notifications kept while nobody iterates (default 10,000); see the overflow policy.
-    /// Cancellation: as ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:session:onNotice:)``.
-    /// - Throws: ``PostgresError``, `CancellationError`, `DeadlineExceededError`.
+    /// Cancellation: as ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:session:connectTimeout:onNotice:)``.
+    /// - Throws: ``PostgresError`` (``PostgresError/Code/sessionRequired`` when the backend cannot be verified
+    ///   and `allowUnverifiedSession` is `false`, or the channels are not in place), `CancellationError`,
+    ///   `DeadlineExceededError`.
     public static func listen(
         to channels: [String],
         conninfo: String,
         in scope: ResourceScope,
         bufferLimit: Int = 10_000,
+        allowUnverifiedSession: Bool = false,
         registry: ResourceRegistry = .shared,
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) async throws -> PostgresListener {
@@ -108,8 +115,26 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
         }
         listener.registration.keep(handle)
         do {
+            let verified = connection.backendPID != nil
+            guard verified || allowUnverifiedSession else {
+                throw PostgresError(
+                    .sessionRequired,
+                    "LISTEN needs a session of its own, and this connection's backend could not be verified (behind a "
+                        + "pooler such as PgBouncer in transaction mode the notifications would be dropped): connect "
+                        + "the listener to the server, or pass allowUnverifiedSession for a session-mode pooler")
+            }
             for channel in channels {
                 try await connection.execute("LISTEN " + quoteIdentifier(channel))
+            }
+            if !verified {
+                let rows = try await connection.query("SELECT pg_listening_channels()")
+                let listening = Set(try rows.map { try $0.decode(String.self, at: 0) })
+                guard Set(channels).isSubset(of: listening) else {
+                    throw PostgresError(
+                        .sessionRequired,
+                        "LISTEN is not in place on this connection's session: the pooler in front does not keep a "
+                            + "session's server connection (transaction mode)")
+                }
             }
             // Held for the listener's life: no other operation may run on a listening connection.
             try await connection.begin()

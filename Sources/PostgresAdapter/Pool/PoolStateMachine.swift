@@ -85,6 +85,13 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         return nil
     }
 
+    /// Opening a connection failed (the server is unreachable or silent): every parked waiter leaves the queue,
+    /// to be failed with that error rather than repeat the attempt one slot at a time.
+    mutating func openFailed() -> [Waiter] {
+        defer { waiters = [] }
+        return waiters.map(\.waiter)
+    }
+
     /// A parked waiter was cancelled: it leaves the queue at once. Returns `false` if it was not parked (it
     /// was already handed a connection or a slot, which then comes back through `release` or `slotFreed`).
     mutating func cancel(id: UInt64) -> Bool {

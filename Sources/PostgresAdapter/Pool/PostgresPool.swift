@@ -14,9 +14,17 @@ public import ResourceKit
 ///   balancer, a dead control connection) uses cancel requests. ``cancelStatistics`` says which path each
 ///   cancel took.
 ///
+/// - Every wait has a bound: each connection opens with a `connect_timeout` (``connectTimeout`` unless the
+///   conninfo sets one), so a silent server never holds a slot; when an open fails or times out, that caller
+///   and every task waiting for a connection get its ``PostgresError`` (`connectionTimedOut` or `connection`)
+///   at once, and the slot is freed.
+///
 /// Cancellation: waiting for a connection is cancellable: the waiter leaves the queue at once, and a
-/// connection (or a free slot) handed to it at the same instant goes back to the pool (never leaked). Queries
-/// inside `withConnection` behave as on any connection.
+/// connection (or a free slot) handed to it at the same instant goes back to the pool (never leaked). The
+/// calling task's scope is the *borrowing scope* of the wait and of every operation on the leased connection
+/// (Docs/Architecture.md, "Three levels of cancellation"): its deadline and ``ResourceScope/cancel()`` end them
+/// with `DeadlineExceededError` or `CancellationError`, the query is cancelled on the server, and the pool
+/// cleans the connection and keeps it. Queries inside `withConnection` otherwise behave as on any connection.
 public final class PostgresPool: Sendable {
     private typealias Machine = PoolStateMachine<PostgresConnection, CancellationCell<Grant>>
 
@@ -41,6 +49,8 @@ public final class PostgresPool: Sendable {
     public let cancelChannel: PostgresCancelChannel?
     /// What each connection's server session is asked for (``PostgresSessionOptions``).
     public let session: PostgresSessionOptions
+    /// Each host attempt's bound when the conninfo sets no `connect_timeout` (libpq's meaning: per host).
+    public let connectTimeout: Duration
     /// Which path each cancel of the pool's connections took.
     public let cancelStatistics = PostgresCancelStatistics()
 
@@ -53,6 +63,8 @@ public final class PostgresPool: Sendable {
     ///   - cancelFastPath: keep one extra control connection and cancel with `pg_cancel_backend` where that is
     ///     proven safe (see ``PostgresCancelChannel``); cancel requests remain the fallback.
     ///   - session: what each connection's server session is asked for (``PostgresSessionOptions``).
+    ///   - connectTimeout: bounds each host attempt of an open when the conninfo sets no `connect_timeout`
+    ///     (10 s by default; at least 2 s, as in libpq), so that a silent server never holds a slot forever.
     ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
     /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
     public init(
@@ -62,9 +74,11 @@ public final class PostgresPool: Sendable {
         reactor: IOReactor = .shared,
         cancelFastPath: Bool = true,
         session: PostgresSessionOptions = PostgresSessionOptions(),
+        connectTimeout: Duration = .seconds(10),
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) throws {
         self.session = session
+        self.connectTimeout = connectTimeout
         _ = try ConnectionInfo(conninfo)
         self.conninfo = conninfo
         self.maxConnections = max(1, maxConnections)
@@ -75,7 +89,8 @@ public final class PostgresPool: Sendable {
         if cancelFastPath {
             cancelChannel = PostgresCancelChannel { [conninfo, registry, reactor, onNotice] in
                 try await PostgresConnection.connect(
-                    conninfo, in: nil, registry: registry, reactor: reactor, onNotice: onNotice)
+                    conninfo, in: nil, registry: registry, reactor: reactor, connectTimeout: connectTimeout,
+                    onNotice: onNotice)
             }
         } else {
             cancelChannel = nil
@@ -176,6 +191,7 @@ public final class PostgresPool: Sendable {
                 reactor: reactor,
                 statistics: cancelStatistics,
                 session: session,
+                connectTimeout: connectTimeout,
                 onNotice: onNotice
             )
             if let cancelChannel {
@@ -184,6 +200,11 @@ public final class PostgresPool: Sendable {
             }
             return connection
         } catch {
+            if let failure = error as? PostgresError, failure.code == .connection || failure.code == .connectionTimedOut
+            {
+                // The server is unreachable or silent: the tasks queued behind this open would only repeat it.
+                for waiter in withMachine({ $0.openFailed() }) { waiter.fail(failure) }
+            }
             giveUpSlot()
             throw error
         }

@@ -1,7 +1,7 @@
 import ResourceKit
 
 /// Background work an object owns: each task is recorded until it ends, and ``waitForAll()`` awaits every
-/// one (the owner's shutdown). Nothing started through it outlives the owner's close (DESIGN principle 14).
+/// one (the owner's shutdown). Nothing started through it outlives the owner's close (Docs/Architecture.md, "Nothing outlives its owner").
 final class OwnedTasks: Sendable {
     private struct State: Sendable {
         var running: [UInt64: Task<Void, Never>] = [:]
@@ -22,8 +22,9 @@ final class OwnedTasks: Sendable {
             return state.next
         }
         // Owned: recorded below before anyone can wait for it, removed by itself when it ends.
+        // The work is the owner's, not the caller's: no scope or operation of the task that started it reaches it.
         let task = Task {
-            await work()
+            await withoutResourceScope { await work() }
             self.state.withLock { state in
                 if state.running.removeValue(forKey: id) == nil { state.endedEarly.insert(id) }
             }

@@ -93,11 +93,13 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// - Parameters:
     ///   - handle: ties the operation to a registered resource: cancelling the resource (or its scope, or the
     ///     scope's deadline) cancels the operation. A handle that is already cancelled cancels it before start.
+    ///     Unless `shielded`, the calling task's innermost scope reaches the wait too when it does not own the
+    ///     resource (the borrowing scope; see ``ResourceScope``).
     ///   - deadline: an extra absolute deadline for this operation alone; on expiry it throws
     ///     ``DeadlineExceededError``. Scope deadlines reach the operation through `handle` and need no timer.
     ///   - shielded: when `true`, cancelling the *calling task* (or the enclosing
-    ///     ``withResourceOperation(boundTo:deadline:onCancel:_:)``) does not cancel the operation (used for
-    ///     bounded cleanup); the handle and the deadline still do.
+    ///     ``withResourceOperation(boundTo:deadline:onCancel:_:)``, or the borrowing scope) does not cancel the
+    ///     operation (used for bounded cleanup); the handle and the deadline still do.
     ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
     ///     the canceller's thread: short, non-blocking, and it must not take a lock held while completing.
     ///   - start: starts the operation; called at most once, never after a cancel that arrived first.
@@ -115,13 +117,16 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
                 inner.recordsLatency = handle != nil
             }
         }
-        handle?.track(self)
-        // The operation the body of `withResourceOperation` runs (if any) resumes this wait when it is cancelled.
+        // The operation the body of `withResourceOperation` runs (if any) resumes this wait when it is cancelled;
+        // so does the task's innermost scope when it does not own what the wait is for (the borrowing scope).
         let operation = shielded ? nil : ResourceOperation.current
         operation?.add(self)
+        let borrowed = BorrowingScope.join(
+            self, tracked: handle, enclosing: operation, scope: shielded ? nil : ResourceScope.current)
         defer {
             handle?.untrack(self)
             operation?.remove(self)
+            borrowed?.leave(self)
         }
         var timer: ReactorTimerID?
         if let deadline {

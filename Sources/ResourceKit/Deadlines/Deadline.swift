@@ -13,4 +13,11 @@ enum Deadlines {
         case (let a?, let b?): return min(a, b)
         }
     }
+
+    /// The earliest of three optional deadlines.
+    static func earliest(
+        _ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?, _ c: ContinuousClock.Instant?
+    ) -> ContinuousClock.Instant? {
+        earliest(earliest(a, b), c)
+    }
 }

@@ -10,12 +10,20 @@ final class ResourceOperation: CancellableOperation {
 
     private let machine = Locked(Machine())
     private let hook: @Sendable (CancellationReason) -> Void
-    /// The earliest deadline of this operation and the operations it is nested in.
+    /// The earliest deadline of this operation, the operations it is nested in and its task's innermost scope.
     let deadline: ContinuousClock.Instant?
+    /// The task's innermost scope when the operation began, whose cancellation reaches it (as the owner of its
+    /// resource, through an enclosing operation, or because it joined the scope as a borrower): what the body
+    /// waits on need not join that scope again.
+    let scope: ResourceScope?
 
-    init(onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: ContinuousClock.Instant?) {
+    init(
+        onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: ContinuousClock.Instant?,
+        scope: ResourceScope?
+    ) {
         self.hook = hook
         self.deadline = deadline
+        self.scope = scope
     }
 
     /// Marks the body as started, or throws the reason's error if a cancel came first.

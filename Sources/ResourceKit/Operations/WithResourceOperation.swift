@@ -1,13 +1,18 @@
 /// Runs one operation of a resource (a query, a request and its reply, a command) so that cancelling it stops
 /// the work it started outside the process, at whichever level the cancel comes from.
 ///
-/// There are two levels of cancellation, and this function joins them:
+/// There are three levels of cancellation, and this function joins them (Docs/Architecture.md, "Three levels of
+/// cancellation"):
 /// - **Resource level**: the resource itself is cancelled (its scope's task, ``ResourceScope/cancel()``, the
 ///   scope's deadline, ``ResourceHandle/cancel(_:)``). ResourceKit resumes every wait bound to the handle, runs
 ///   the `onCancel` of every operation running on it, then calls the adapter's ``ManagedResource/cancel()``
 ///   and cancels the handle's ``ResourceHandle/parts``. The resource is finished.
 /// - **Operation level**: only the task that runs this operation is cancelled, or `deadline` passes, while the
-///   resource lives on (a shared connection, a pooled one). The operation's waits resume with the reason's
+///   resource lives on (a shared connection, a pooled one).
+/// - **Borrowing scope**: the calling task's innermost ``ResourceScope`` does not own the resource (a pooled
+///   connection, one an outer scope owns): the operation joins that scope, and the scope's cancellation
+///   (``ResourceScope/cancel()``, a parent's cancel, its deadline) stops the operation at the operation level,
+///   with the scope's reason. The scope's deadline also counts in ``ResourceHandle/operationDeadline``. The operation's waits resume with the reason's
 ///   error and `onCancel` runs; ``ManagedResource/cancel()`` is *not* called. `onCancel` is where the adapter
 ///   stops the external work (a Postgres cancel request, an "unblock client" command) and notes what the
 ///   resource must clean up before its next operation (a late reply to drain).
@@ -25,7 +30,8 @@
 ///
 /// - Parameters:
 ///   - handle: the resource's registration; `nil` runs the operation bound to its task and `deadline` only.
-///   - deadline: a deadline for this operation alone (the scope's deadline reaches it through `handle`).
+///   - deadline: a deadline for this operation alone (a scope's deadline reaches it through `handle`, or as
+///     the borrowing scope's).
 ///   - onCancel: stops the operation's external work; receives why.
 ///   - body: the operation.
 nonisolated(nonsending) public func withResourceOperation<Result>(
@@ -39,9 +45,11 @@ nonisolated(nonsending) public func withResourceOperation<Result>(
     if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
 
     let parent = ResourceOperation.current
-    let operation = ResourceOperation(onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline))
+    let scope = ResourceScope.current
+    let operation = ResourceOperation(
+        onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline, scope?.deadline), scope: scope)
     parent?.add(operation)
-    handle?.track(operation)
+    let borrowed = BorrowingScope.join(operation, tracked: handle, enclosing: parent, scope: scope)
     var timer: ReactorTimerID?
     if let deadline {
         timer = IOReactor.shared.schedule(at: deadline) { [weak operation] in
@@ -52,6 +60,7 @@ nonisolated(nonsending) public func withResourceOperation<Result>(
         if let timer { IOReactor.shared.cancelTimer(timer) }
         handle?.untrack(operation)
         parent?.remove(operation)
+        borrowed?.leave(operation)
     }
     do {
         let value = try await ResourceOperation.$current.withValue(operation) {

@@ -123,7 +123,7 @@ public final class ResourceOwner: Sendable {
         let (label, registry, key) = (self.label, self.registry, owned.key)
         // Owner: this ResourceOwner (its `works` entry, awaited by `shutdown()`), not the caller's scope.
         return Task {
-            let outcome = await ResourceScope.$current.withValue(nil) {
+            let outcome = await withoutResourceScope {
                 await withOutcome {
                     try await withResourceScope(label, registry: registry) { scope in
                         try await work(OwnedWorkContext(key: key, scope: scope) { [weak owned] in owned?.report($0) })

@@ -79,7 +79,7 @@ public final class ResourceRegistry: Sendable {
     ///
     /// - Throws: ``ResourceKitError/Code/alreadyRegistered`` if this object is already registered and not closed.
     public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) throws -> ResourceHandle {
-        try register(resource, kind: kind, label: label, scopePath: "", deadline: nil)
+        try register(resource, kind: kind, label: label, scopePath: "", deadline: nil, owner: nil)
     }
 
     func register(
@@ -87,12 +87,13 @@ public final class ResourceRegistry: Sendable {
         kind: ResourceKind,
         label: String,
         scopePath: String,
-        deadline: ContinuousClock.Instant?
+        deadline: ContinuousClock.Instant?,
+        owner: ResourceScope?
     ) throws -> ResourceHandle {
         let object = ObjectIdentifier(resource)
         let handle = ResourceHandle(
             resource: resource, kind: kind, label: label, scopePath: scopePath,
-            deadline: deadline, registry: self
+            deadline: deadline, owner: owner, registry: self
         )
         let info = handle.info
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in

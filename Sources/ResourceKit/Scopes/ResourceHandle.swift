@@ -27,11 +27,12 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// ``CancellationReason/deadlineExceeded(_:)``.
     public var deadline: ContinuousClock.Instant? { state.withLock { $0.deadline } }
     /// The deadline that an operation on this resource, run by the current task now, must meet: the earliest of
-    /// ``deadline`` and the deadlines of every enclosing ``withResourceOperation(boundTo:deadline:onCancel:_:)``.
+    /// ``deadline``, the deadlines of every enclosing ``withResourceOperation(boundTo:deadline:onCancel:_:)`` and
+    /// the current task's innermost scope's (the borrowing scope's, when it does not own this resource).
     /// Adapters carry it to the other side (a server's `statement_timeout`) so that the work ends there too if
     /// this process can no longer send a cancel.
     public var operationDeadline: ContinuousClock.Instant? {
-        Deadlines.earliest(deadline, ResourceOperation.current?.deadline)
+        Deadlines.earliest(deadline, ResourceOperation.current?.deadline, ResourceScope.current?.deadline)
     }
     /// The registry that tracks this resource.
     public let registry: ResourceRegistry
@@ -45,6 +46,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         var operations: [ObjectIdentifier: any CancellableOperation] = [:]
         var deadline: ContinuousClock.Instant?
         var parts: ResourceScope?
+        /// The scope that closes this resource (`nil` when unscoped or adopted). Whose cancellation reaches the
+        /// resource through ``cancel(_:)``: a wait in that scope (or an enclosing one) need not join it as a
+        /// borrower. Released at close, which breaks the scope → handle → scope cycle.
+        var owner: ResourceScope?
     }
 
     private let state: Locked<State>
@@ -55,6 +60,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         label: String,
         scopePath: String,
         deadline: ContinuousClock.Instant?,
+        owner: ResourceScope?,
         registry: ResourceRegistry
     ) {
         self.id = .next()
@@ -63,7 +69,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.scopePath = scopePath
         self.registry = registry
         self.acquiredAt = .now
-        self.state = Locked(State(resource: resource, deadline: deadline))
+        self.state = Locked(State(resource: resource, deadline: deadline, owner: owner))
     }
 
     deinit {
@@ -195,24 +201,30 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         state.withLock { state in
             state.phase = .closed
             state.resource = nil
+            state.owner = nil
         }
         registry.didClose(self, outcome: outcome)
         return outcome
     }
 
-    /// Adds a running operation; cancels it at once if the resource is already cancelled or closing.
-    func track(_ operation: any CancellableOperation) {
-        let reason = state.withLock { state -> CancellationReason? in
-            if let reason = state.cancelReason { return reason }
-            guard state.phase == .live else { return .cancelled }
+    /// Adds a running operation; cancels it at once if the resource is already cancelled or closing. Returns
+    /// whether `scope`'s cancellation already reaches the operation through this resource (the resource's
+    /// owner is `scope` or a scope nested in it), so that the operation need not join `scope` as a borrower.
+    @discardableResult
+    func track(_ operation: any CancellableOperation, within scope: ResourceScope? = nil) -> Bool {
+        let (reason, owned) = state.withLock { state -> (CancellationReason?, Bool) in
+            if let reason = state.cancelReason { return (reason, false) }
+            guard state.phase == .live else { return (.cancelled, false) }
             state.operations[ObjectIdentifier(operation)] = operation
-            return nil
+            guard let scope, let owner = state.owner else { return (nil, false) }
+            return (nil, scope.encloses(owner))
         }
         if let reason {
             operation.cancel(reason)
         } else {
             registry.operationsChanged(by: 1)
         }
+        return owned
     }
 
     /// The resource moved to an owner without a deadline (adoption): the old scope's deadline no longer
@@ -221,6 +233,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         state.withLock { state in
             guard state.phase == .live, state.cancelReason == nil else { return false }
             state.deadline = nil
+            state.owner = nil
             return true
         }
     }

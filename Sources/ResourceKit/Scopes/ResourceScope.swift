@@ -10,7 +10,16 @@ import Synchronization
 /// Cancellation is level-triggered: once cancelled (by the task, ``cancel()`` or the deadline), a scope stays
 /// cancelled; registering into it cancels and closes the new resource at once and throws.
 ///
-/// What a scope does *not* do: it cannot interrupt awaits that are not bound to its resources (a plain
+/// A scope also reaches what its task *borrows* (Docs/Architecture.md, "Three levels of cancellation"): every
+/// wait the task runs through ResourceKit (a ``CancellationCell``, so every ``IOReactor`` wait, ``BlockingPool``
+/// job and ``withResourceOperation(boundTo:deadline:onCancel:_:)``) joins the task's innermost scope when that
+/// scope does not own the resource (a pooled connection, one an outer scope owns, a pool's wait for a free
+/// connection). Cancelling the scope (``cancel()``, a parent's cancel, its deadline) then stops that operation at
+/// the operation level, with the scope's reason, and the resource lives on. Unstructured tasks inherit the
+/// scope with the other task-locals; background work a resource owns must not (start it with
+/// `ResourceScope.$current.withValue(nil)`, or through ``ResourceOwner``).
+///
+/// What a scope does *not* do: it cannot interrupt awaits that do not go through ResourceKit (a plain
 /// `Task.sleep` in the body keeps sleeping after ``cancel()``); call ``checkCancellation()`` between steps, or
 /// cancel the task itself.
 public final class ResourceScope: Sendable, CustomStringConvertible {
@@ -26,7 +35,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// The registry that records this scope's resources.
     public let registry: ResourceRegistry
 
-    private let parent: ResourceScope?
+    let parent: ResourceScope?
 
     private enum Phase { case open, finishing, finished }
 
@@ -35,6 +44,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         var cancelReason: CancellationReason?
         var handles: [ResourceHandle] = []
         var children: [ObjectIdentifier: ResourceScope] = [:]
+        /// Operations of this scope's task on resources it does not own (they joined it: ``join(_:)``).
+        var borrowers: [ObjectIdentifier: any CancellableOperation] = [:]
         var deadlineTimer: ReactorTimerID?
     }
 
@@ -80,6 +91,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// Number of resources registered and not yet closed by the scope.
     public var resourceCount: Int { state.withLock { $0.handles.count } }
 
+    /// Number of operations on resources the scope does not own that joined it now (for tests).
+    var borrowerCount: Int { state.withLock { $0.borrowers.count } }
+
     /// Throws `CancellationError` or ``DeadlineExceededError`` if the scope was cancelled.
     public func checkCancellation() throws {
         if let reason = cancellationReason { throw reason.error }
@@ -94,18 +108,51 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
-        let work = state.withLock { state -> ([ResourceHandle], [ResourceScope])? in
+        let work = state.withLock {
+            state -> ([ResourceHandle], [ResourceScope], [any CancellableOperation])? in
             guard state.cancelReason == nil, state.phase != .finished else { return nil }
             state.cancelReason = reason
-            return (state.handles, Array(state.children.values))
+            defer { state.borrowers = [:] }
+            return (state.handles, Array(state.children.values), Array(state.borrowers.values))
         }
-        guard let (handles, children) = work else { return }
+        guard let (handles, children, borrowers) = work else { return }
         for handle in handles.reversed() {
             handle.cancel(reason)
         }
         for child in children {
             child.cancel(reason)
         }
+        for borrower in borrowers {
+            borrower.cancel(reason)
+        }
+    }
+
+    /// An operation of this scope's task on a resource the scope does not own joins it: cancelling the scope
+    /// cancels the operation with the scope's reason (the operation level: the resource lives on). Cancels it
+    /// at once if the scope was cancelled already; does nothing once the scope has finished (an unstructured
+    /// task that inherited it). Pair with ``leave(_:)``.
+    func join(_ operation: any CancellableOperation) {
+        let reason = state.withLock { state -> CancellationReason? in
+            if let reason = state.cancelReason { return reason }
+            if state.phase != .finished { state.borrowers[ObjectIdentifier(operation)] = operation }
+            return nil
+        }
+        if let reason { operation.cancel(reason) }
+    }
+
+    /// The operation ended.
+    func leave(_ operation: any CancellableOperation) {
+        _ = state.withLock { $0.borrowers.removeValue(forKey: ObjectIdentifier(operation)) }
+    }
+
+    /// Whether this scope is `scope` or one of its ancestors: its cancellation reaches `scope`.
+    func encloses(_ scope: ResourceScope) -> Bool {
+        var candidate: ResourceScope? = scope
+        while let current = candidate {
+            if current === self { return true }
+            candidate = current.parent
+        }
+        return false
     }
 
     /// Registers `resource` in this scope; it will be closed when the scope ends.
@@ -118,7 +165,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     nonisolated(nonsending) public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String)
         async throws -> ResourceHandle
     {
-        let handle = try registry.register(resource, kind: kind, label: label, scopePath: path, deadline: deadline)
+        let handle = try registry.register(
+            resource, kind: kind, label: label, scopePath: path, deadline: deadline, owner: self)
         let rejection = state.withLock { state -> CancellationReason? in
             guard state.phase == .open else { return .cancelled }
             if let reason = state.cancelReason { return reason }
@@ -178,6 +226,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         state.withLock { state in
             state.phase = .finished
             state.handles = []
+            state.borrowers = [:]
         }
         parent?.detachChild(self)
     }

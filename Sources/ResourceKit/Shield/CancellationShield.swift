@@ -24,8 +24,10 @@ public func withCancellationShield<Value: Sendable>(
         return try await cell.run(deadline: deadline, shielded: true) { cell in
             // Owner: this shield. It awaits the task through `cell`; past the timeout the task is abandoned
             // and the caller reports it (the error below).
+            // The body belongs to the shield, not to the caller's scope or operation (their cancel must not reach
+            // it), so it runs without them.
             Task {
-                cell.complete(await Result { try await body() })
+                cell.complete(await withoutResourceScope { await Result { try await body() } })
             }
         }
     } catch is DeadlineExceededError where cell.cancellationReason != nil {

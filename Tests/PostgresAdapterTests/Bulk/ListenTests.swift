@@ -27,6 +27,24 @@ import Testing
         }
     }
 
+    /// Behind PgBouncer in transaction mode a LISTEN sits on whichever server connection ran it, and PgBouncer
+    /// drops the notifications: the listener refuses with a typed error instead of listening on nothing, and
+    /// leaves nothing open.
+    @Test func listenBehindATransactionPoolerIsATypedError() async throws {
+        let shapes = try await ProductionShapes.shared()
+        let registry = ResourceRegistry()
+        try await withResourceScope("listen", registry: registry) { scope in
+            await #expect {
+                _ = try await PostgresListener.listen(
+                    to: [Self.channel()], conninfo: shapes.conninfo(.pgbouncer), in: scope, registry: registry)
+            } throws: { error in
+                (error as? PostgresError)?.code == .sessionRequired
+            }
+            #expect(registry.liveCount == 0, "the refused listener's connection was closed")
+        }
+        #expect(registry.liveCount == 0)
+    }
+
     /// Cancelling the consuming task ends the iteration at once, and the listening session is gone from the
     /// server (no backend listens any more).
     @Test func cancellingTheConsumerEndsTheSequenceAndTheSession() async throws {

@@ -243,6 +243,45 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
+    /// After `pg_ctl restart -m fast` the pool's control connection is dead and verified on the old server: the
+    /// first cancel after the restart closes it and opens a verified one, so the fast path is back by the third
+    /// cancel, and no dead control socket is kept.
+    @Test func theFastPathComesBackAfterARestart() async throws {
+        let server = try await TestDatabase.privateCluster()
+        defer { server.stopBlocking() }
+        let registry = ResourceRegistry()
+        let pool = try PostgresPool(conninfo: server.conninfo, maxConnections: 2, registry: registry)
+        func cancelOnce(_ activity: ServerActivity, _ round: Int) async throws -> String {
+            let before = pool.cancelStatistics.snapshot
+            let marker = statementMarker("fast-\(round)")
+            let task = Task {
+                try await pool.withConnection { try await $0.execute("SELECT pg_sleep(30) /* \(marker) */") }
+            }
+            _ = try await activity.waitUntilActive(marker)
+            task.cancel()
+            await #expect(throws: CancellationError.self) { try await task.value }
+            #expect(try await activity.waitUntilStopped(marker, within: TimingBound.singleShot) != nil)
+            try await until("the cancel's outcome", pool.cancelStatistics.updates()) { $0 != before }
+            return pool.cancelStatistics.snapshot.fastPath > before.fastPath ? "fast" : "request"
+        }
+        try await withResourceScope("before", registry: ResourceRegistry()) { scope in
+            let activity = try await ServerActivity(servers: [server.conninfo], in: scope)
+            #expect(try await cancelOnce(activity, 0) == "fast")
+        }
+        let oldControl = try #require(pool.cancelChannel?.controlBackend)
+        try await server.restart()
+        var paths: [String] = []
+        try await withResourceScope("after", registry: ResourceRegistry()) { scope in
+            let activity = try await ServerActivity(servers: [server.conninfo], in: scope)
+            for round in 1...3 { paths.append(try await cancelOnce(activity, round)) }
+        }
+        #expect(paths.last == "fast", "after a restart: \(paths)")
+        let control = try #require(pool.cancelChannel?.controlBackend)
+        #expect(control.server != oldControl.server, "the control connection is verified on the new server")
+        await pool.shutdown()
+        #expect(registry.liveCount == 0)
+    }
+
     /// Opens and closes connections to `server` until one gets a pid of at least `target`; returns it.
     static func advancePIDs(of server: String, to target: Int32) async throws -> Int32 {
         while true {

@@ -28,7 +28,12 @@ public final class ProductionShapes: Sendable {
     public let serverB: NamespacedPostgres
     public let balancer: RoundRobinProxy
 
+    /// Started by whichever test asks first; as TestDatabase's, outside that test's scope.
     private static let startup = Task<ProductionShapes, any Error> {
+        try await withoutResourceScope { try await start() }
+    }
+
+    private static func start() async throws -> ProductionShapes {
         TestFixtures.claim()
         return try await exclusively {
             let secured = try await EmbeddedPostgres.start(

@@ -64,8 +64,9 @@ import Testing
             _ = try await resource.readByte(boundTo: handle)
         }
         let stuck = try owner.run(key: "ignores-cancel") { _ in
-            // Shields itself from cancellation: what a careless integration does.
-            await Task { try? await letStuckEnd.wait() }.value
+            // Escapes cancellation: what a careless integration does. Detached, because an unstructured task
+            // inherits the work's scope, whose cancellation reaches its waits (the borrowing scope).
+            await Task.detached { try? await letStuckEnd.wait() }.value
         }
         try await pipeRegistered.wait(deadline: .now + .seconds(10))
 
