@@ -11,6 +11,9 @@ import Testing
 /// from the server (`pg_stat_activity` on the server itself) and the connection is cleaned and kept.
 @Suite(.serialized) struct BorrowingScopePostgresTests {
     static let deadline: Duration = .milliseconds(300)
+    /// The deadline is not carried to the server as `statement_timeout` here: the server would end the statement
+    /// at the same instant by itself, and these tests are about the client reaching it (the cancel request).
+    static let session = PostgresSessionOptions(carriesDeadlineToServer: false)
 
     /// The request's scope: its deadline (or `cancel()` from elsewhere) ends the body; returns what it threw
     /// and how long it ran. `nil` when nothing ended it within the bound (the test fails, it does not hang).
@@ -40,7 +43,8 @@ import Testing
     func aPooledQueryObeysTheBorrowingScopesDeadline(_ setup: ProductionShapes.Setup) async throws {
         let shapes = try await ProductionShapes.shared()
         let registry = ResourceRegistry()
-        let pool = try PostgresPool(conninfo: shapes.conninfo(setup), maxConnections: 1, registry: registry)
+        let pool = try PostgresPool(
+            conninfo: shapes.conninfo(setup), maxConnections: 1, registry: registry, session: Self.session)
         try await withResourceScope("observer", registry: ResourceRegistry()) { scope in
             let activity = try await ServerActivity(servers: shapes.servers(behind: setup), in: scope)
             _ = try await pool.withConnection { try await $0.query("SELECT 1") }
@@ -69,7 +73,7 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let registry = ResourceRegistry()
         try await withResourceScope("connection owner", registry: registry) { owner in
-            let connection = try await PostgresConnection.connect(conninfo, in: owner)
+            let connection = try await PostgresConnection.connect(conninfo, in: owner, session: Self.session)
             let observer = try await PostgresConnection.connect(conninfo, in: owner)
             let pid = try #require(connection.backendPID)
             let ended = try #require(
@@ -82,6 +86,38 @@ import Testing
             #expect(stopped != nil, "the query still runs on the server")
             #expect(!owner.isCancelled)
             #expect(try await connection.query("SELECT 1").count == 1, "the connection lives on")
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    /// Every kind of operation on a connection an outer scope owns, inside a deadline scope: no API of its own is
+    /// needed, each goes through the core's waits and operations.
+    @Test(arguments: ["execute", "stream", "copyOut", "pipeline", "transaction"])
+    func everyOperationObeysTheBorrowingScopesDeadline(api: String) async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        try await withResourceScope("connection owner", registry: registry) { owner in
+            let connection = try await PostgresConnection.connect(conninfo, in: owner, session: Self.session)
+            let observer = try await PostgresConnection.connect(conninfo, in: owner)
+            let pid = try #require(connection.backendPID)
+            let ended = try #require(
+                try await Self.runRequest(deadline: Self.deadline) {
+                    switch api {
+                    case "execute": try await connection.execute("SELECT pg_sleep(3)")
+                    case "stream": for try await _ in try await connection.stream("SELECT pg_sleep(3)") {}
+                    case "copyOut":
+                        for try await _ in try await connection.copyOut("COPY (SELECT pg_sleep(3)) TO STDOUT") {}
+                    case "pipeline":
+                        let statements = [PostgresStatement("SELECT 1"), PostgresStatement("SELECT pg_sleep(3)")]
+                        _ = try await connection.pipeline(statements)
+                    default: try await connection.withTransaction { try await $0.execute("SELECT pg_sleep(3)") }
+                    }
+                }, "\(api) ignored the borrowing scope's deadline")
+            #expect(ended.error is DeadlineExceededError, "\(api): \(String(describing: ended.error))")
+            let stopped = try await TestDatabase.waitUntilNotActive(
+                pid, observer: observer, within: TimingBound.singleShot)
+            #expect(stopped != nil, "\(api): the statement still runs on the server")
+            #expect(try await connection.query("SELECT 1").count == 1, "\(api): the connection lives on")
         }
         #expect(registry.liveCount == 0)
     }

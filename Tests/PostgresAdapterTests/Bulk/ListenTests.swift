@@ -45,6 +45,25 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
+    /// A listener an outer scope owns, iterated inside a deadline scope: the iteration ends with
+    /// `DeadlineExceededError` at the deadline, as a cancel of the consuming task ends it.
+    @Test func iterationObeysTheBorrowingScopesDeadline() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        try await withResourceScope("listener owner", registry: registry) { owner in
+            let listener = try await PostgresListener.listen(to: [Self.channel()], conninfo: conninfo, in: owner)
+            let consumer = Task {
+                try await withResourceScope("request", deadline: .now + .milliseconds(300)) { _ in
+                    for try await _ in listener {}
+                }
+            }
+            let result = await outcome(of: consumer, within: .milliseconds(300) + TimingBound.singleShot)
+            #expect(result?.failure is DeadlineExceededError, "\(String(describing: result))")
+            #expect(!owner.isCancelled)
+        }
+        #expect(registry.liveCount == 0)
+    }
+
     /// Cancelling the consuming task ends the iteration at once, and the listening session is gone from the
     /// server (no backend listens any more).
     @Test func cancellingTheConsumerEndsTheSequenceAndTheSession() async throws {
