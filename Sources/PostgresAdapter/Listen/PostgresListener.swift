@@ -90,6 +90,9 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     ///   - registry: where the listener and its connection are recorded.
     ///   - onNotice: receives the session's notices; `nil`: registry events.
     ///   - bufferLimit: notifications kept while nobody iterates (default 10,000); see the overflow policy.
+    ///   - allowUnverifiedSession: listen even when the backend cannot be verified, because you know a
+    ///     session-mode pooler is in front (each client connection keeps its server connection). The listener
+    ///     then checks with `pg_listening_channels()` that its channels are in place before it returns.
     /// Cancellation: as ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:session:connectTimeout:onNotice:)``.
     /// - Throws: ``PostgresError`` (``PostgresError/Code/sessionRequired`` when the backend cannot be verified
     ///   and `allowUnverifiedSession` is `false`, or the channels are not in place), `CancellationError`,

@@ -22,7 +22,7 @@ public import ResourceKit
 /// Cancellation: waiting for a connection is cancellable: the waiter leaves the queue at once, and a
 /// connection (or a free slot) handed to it at the same instant goes back to the pool (never leaked). The
 /// calling task's scope is the *borrowing scope* of the wait and of every operation on the leased connection
-/// (Docs/Architecture.md, "Three levels of cancellation"): its deadline and ``ResourceScope/cancel()`` end them
+/// (Docs/Architecture.md, "Three levels of cancellation"): its deadline and `ResourceScope.cancel()` end them
 /// with `DeadlineExceededError` or `CancellationError`, the query is cancelled on the server, and the pool
 /// cleans the connection and keeps it. Queries inside `withConnection` otherwise behave as on any connection.
 public final class PostgresPool: Sendable {
