@@ -105,10 +105,6 @@ extension AdapterConformance {
     func cancelIsFastAndIdempotent() async -> ConformanceReport.Check {
         await withFreshResource("cancel() is fast, idempotent and thread-safe") {
             scope, resource, opened, problems, measurements in
-            // Who each of the resource's descriptors is (device and inode), before any cancel(): a cancel() that
-            // closes one is seen by its number being free or someone else's afterwards, however fast another
-            // test in the same process reuses the number.
-            let identities = opened.keys.compactMap { fd in Self.identity(of: fd).map { (fd, $0) } }
             // From four threads at once first, then one call after another with a canary descriptor
             // opened after each call: a cancel() that closes a descriptor it already closed closes the canary.
             await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
@@ -130,7 +126,11 @@ extension AdapterConformance {
             var durations: [Duration] = []
             var canaries: Set<Int32> = []
             var killed = 0
-            for _ in 0..<50 {
+            // 500 rounds: another test in the same process may take a freed number before the canary is placed;
+            // a non-idempotent cancel() then frees it again, and a later round places the canary. (A check by
+            // the descriptors' identity was tried and dropped: a library that closes its socket in reaction to
+            // the cancel, as libpq does once the server hangs up, looks the same from outside.)
+            for _ in 0..<500 {
                 let started = ContinuousClock.now
                 resource.cancel()
                 durations.append(ContinuousClock.now - started)
@@ -147,12 +147,6 @@ extension AdapterConformance {
             if median > bounds.cancelCall {
                 problems.append(
                     "cancel() took \(Self.text(median)) (median; bound \(Self.text(bounds.cancelCall))): cancel() must never block. Record the request and wake waiters; hand slow work (a network round trip, a wait for a process) to BlockingPool.shared.submit or do it in close()."
-                )
-            }
-            let closedByCancel = identities.filter { fd, identity in Self.identity(of: fd) != identity }.count
-            if closedByCancel > 0, killed == 0 {
-                problems.append(
-                    "cancel() closed \(closedByCancel) of the resource's own descriptor(s) (after cancel() their numbers were free or someone else's): cancel() must be idempotent and must not release descriptors, because a repeated cancel() then closes a number someone else has reused. Guard it with a flag under a lock, and leave closing descriptors to close()."
                 )
             }
             if killed > 0 {

@@ -198,13 +198,6 @@ extension AdapterConformance {
 
     static func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) != -1 }
 
-    /// The device and inode behind `fd`, or nil when it is not open.
-    static func identity(of fd: Int32) -> [UInt64]? {
-        var status = stat()
-        guard fstat(fd, &status) == 0 else { return nil }
-        return [UInt64(status.st_dev), UInt64(status.st_ino)]
-    }
-
     static func text(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
         let microseconds = Double(seconds) * 1e6 + Double(attoseconds) / 1e12

@@ -244,8 +244,9 @@ import Testing
     }
 
     /// After `pg_ctl restart -m fast` the pool's control connection is dead and verified on the old server: the
-    /// first cancel after the restart closes it and opens a verified one, so the fast path is back by the third
-    /// cancel, and no dead control socket is kept.
+    /// first cancel after the restart goes by cancel request, closes it and opens a verified one, and the fast
+    /// path is back as soon as that one is open (by the third cancel on a quiet machine; under load the reopen
+    /// takes longer, so the test waits for it, bounded, rather than count cancels).
     @Test func theFastPathComesBackAfterARestart() async throws {
         let server = try await TestDatabase.privateCluster()
         defer { server.stopBlocking() }
@@ -273,11 +274,15 @@ import Testing
         var paths: [String] = []
         try await withResourceScope("after", registry: ResourceRegistry()) { scope in
             let activity = try await ServerActivity(servers: [server.conninfo], in: scope)
-            for round in 1...3 { paths.append(try await cancelOnce(activity, round)) }
+            paths.append(try await cancelOnce(activity, 1))
+            // The first cancel found the control connection dead and started opening a verified one.
+            let reopened = try await PostgresActivityProbe.poll(every: .milliseconds(10), within: .seconds(30)) {
+                pool.cancelChannel?.controlBackend.map { $0.server != oldControl.server } ?? false
+            }
+            #expect(reopened != nil, "the control connection was never reopened on the new server")
+            paths.append(try await cancelOnce(activity, 2))
         }
-        #expect(paths.last == "fast", "after a restart: \(paths)")
-        let control = try #require(pool.cancelChannel?.controlBackend)
-        #expect(control.server != oldControl.server, "the control connection is verified on the new server")
+        #expect(paths == ["request", "fast"], "after a restart: \(paths)")
         await pool.shutdown()
         #expect(registry.liveCount == 0)
     }
