@@ -10,6 +10,11 @@ let package = Package(
     name: "ResourceKit",
     products: [
         .library(name: "ResourceKit", targets: ["ResourceKit"]),
+        .library(name: "ResourceKitConcurrency", targets: ["ResourceKitConcurrency"]),
+        .library(name: "ResourceKitIO", targets: ["ResourceKitIO"]),
+        .library(name: "ResourceKitPatterns", targets: ["ResourceKitPatterns"]),
+        .library(name: "ResourceKitPrometheus", targets: ["ResourceKitPrometheus"]),
+        .library(name: "ResourceKitProcesses", targets: ["ResourceKitProcesses"]),
         .library(name: "SocketAdapter", targets: ["SocketAdapter"]),
         .library(name: "FileAdapter", targets: ["FileAdapter"]),
         .library(name: "PostgresAdapter", targets: ["PostgresAdapter"]),
@@ -17,30 +22,92 @@ let package = Package(
         .library(name: "EmbeddedPostgres", targets: ["EmbeddedPostgres"]),
         .library(name: "ResourceKitTesting", targets: ["ResourceKitTesting"]),
         .executable(name: "resource-demo", targets: ["resource-demo"]),
+        .executable(name: "resource-bench", targets: ["resource-bench"]),
     ],
     targets: [
-        // epoll, eventfd, accept4 and inotify helpers that Swift cannot import cleanly (epoll_event is a packed
-        // struct on x86_64). Only ResourceKit imports it; adapters use its typed Swift API (`Syscall`).
+        // The module graph is drawn in Docs/Architecture.md, "Modules".
+        // epoll, eventfd, accept4, spawn and inotify helpers that Swift cannot import cleanly (epoll_event is a
+        // packed struct on x86_64). Adapters use the typed Swift API over it (`Syscall`), never the shim.
         .target(name: "CSystemShims"),
+        // The one lock (`Locked`) and the broadcast stream: no ResourceKit types.
+        .target(name: "ResourceKitConcurrency", swiftSettings: strict),
+        // The lifecycle-and-cancellation core: scopes, handles, the registry, cancellation, deadlines, shield.
         .target(
             name: "ResourceKit",
-            dependencies: ["CSystemShims"],
+            dependencies: ["ResourceKitConcurrency", "CSystemShims"],
             swiftSettings: strict
         ),
-        .target(name: "SocketAdapter", dependencies: ["ResourceKit"], swiftSettings: strict),
+        // The I/O runtime: the epoll reactor, the blocking pool, guarded descriptors, Syscall, byte streams.
+        .target(
+            name: "ResourceKitIO",
+            dependencies: ["ResourceKit", "ResourceKitConcurrency", "CSystemShims"],
+            swiftSettings: strict
+        ),
+        // Task patterns on top of the core: latest-wins tasks, owned background work, outcomes.
+        .target(
+            name: "ResourceKitPatterns",
+            dependencies: ["ResourceKit", "ResourceKitConcurrency"],
+            swiftSettings: strict
+        ),
+        // The registry's snapshot as Prometheus text.
+        .target(name: "ResourceKitPrometheus", dependencies: ["ResourceKit"], swiftSettings: strict),
+        // Child processes (posix_spawn with a clean signal mask and no inherited descriptors), for what spawns:
+        // the embedded cluster, the testing kit's peers, the tests.
+        .target(
+            name: "ResourceKitProcesses",
+            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitConcurrency", "CSystemShims"],
+            swiftSettings: strict
+        ),
+        .target(name: "SocketAdapter", dependencies: ["ResourceKit", "ResourceKitIO"], swiftSettings: strict),
         // The conformance kit for adapter authors (and for the shipped adapters' own tests).
-        .target(name: "ResourceKitTesting", dependencies: ["ResourceKit"], swiftSettings: strict),
-        .target(name: "FileAdapter", dependencies: ["ResourceKit"], swiftSettings: strict),
+        .target(
+            name: "ResourceKitTesting",
+            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "FileAdapter",
+            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO"],
+            swiftSettings: strict
+        ),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        .target(name: "PostgresAdapter", dependencies: ["ResourceKit", "CLibPQ"], swiftSettings: strict),
-        .target(name: "EmbeddedPostgres", dependencies: ["ResourceKit"], swiftSettings: strict),
+        .target(
+            name: "PostgresAdapter",
+            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "CLibPQ"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "EmbeddedPostgres",
+            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses"],
+            swiftSettings: strict
+        ),
         // The CLI's command table and argument parsing, as a library so that they are unit-tested in-process.
         .target(name: "DemoCommandLine", swiftSettings: strict),
+        // What the CLI and the benchmark share: console output, signals, the Postgres target, a silent FIFO.
+        .target(
+            name: "DemoRuntime",
+            dependencies: [
+                "DemoCommandLine", "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "PostgresAdapter",
+                "EmbeddedPostgres",
+            ],
+            swiftSettings: strict
+        ),
+        // The CLI a user installs: it links no testing kit. `resource-demo bench` runs `resource-bench`.
         .executableTarget(
             name: "resource-demo",
             dependencies: [
-                "ResourceKit", "ResourceKitTesting", "SocketAdapter", "FileAdapter", "PostgresAdapter",
-                "EmbeddedPostgres", "CLibPQ", "DemoCommandLine",
+                "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns",
+                "ResourceKitPrometheus", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres",
+                "DemoCommandLine", "DemoRuntime",
+            ],
+            swiftSettings: strict
+        ),
+        // The benchmark (its own executable: a raw libpq client, an SVG writer, the kit's silent peer).
+        .executableTarget(
+            name: "resource-bench",
+            dependencies: [
+                "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses", "ResourceKitTesting",
+                "SocketAdapter", "FileAdapter", "PostgresAdapter", "CLibPQ", "DemoCommandLine", "DemoRuntime",
             ],
             swiftSettings: strict
         ),
@@ -48,35 +115,57 @@ let package = Package(
         // core's tests link only this one (no libpq).
         .target(
             name: "TestSupport",
-            dependencies: ["ResourceKit", "ResourceKitTesting", "EmbeddedPostgres"],
+            dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
+                "ResourceKit", "ResourceKitTesting", "EmbeddedPostgres",
+            ],
             path: "Tests/TestSupport",
             swiftSettings: strict
         ),
         // Postgres fixtures: the throwaway cluster per test run, PgBouncer, a balancer, namespaced servers.
         .target(
             name: "PostgresTestSupport",
-            dependencies: ["TestSupport", "ResourceKit", "PostgresAdapter", "EmbeddedPostgres"],
+            dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
+                "TestSupport", "ResourceKit", "PostgresAdapter", "EmbeddedPostgres",
+            ],
             path: "Tests/PostgresTestSupport",
             swiftSettings: strict
         ),
         .testTarget(
             name: "ResourceKitTests",
-            dependencies: ["ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport"],
+            dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
+                "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SocketAdapterTests",
-            dependencies: ["SocketAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport"],
+            dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
+                "SocketAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "FileAdapterTests",
-            dependencies: ["FileAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport"],
+            dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
+                "FileAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "PostgresAdapterTests",
             dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
                 "PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport",
                 "PostgresTestSupport",
             ],
@@ -85,7 +174,11 @@ let package = Package(
         // A parent process for the crash-only tests: starts one child through Syscall.spawn and waits to be killed.
         .executableTarget(
             name: "rk-spawn-probe",
-            dependencies: ["ResourceKit"],
+            dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
+                "ResourceKit",
+            ],
             path: "Tests/Helpers/SpawnProbe",
             swiftSettings: strict
         ),
@@ -94,6 +187,8 @@ let package = Package(
         .testTarget(
             name: "ReliabilityTests",
             dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
                 "resource-demo", "rk-spawn-probe", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter",
                 "FileAdapter", "ResourceKit",
                 "ResourceKitTesting", "TestSupport",
@@ -104,7 +199,11 @@ let package = Package(
         // The conformance kit against seeded bugs.
         .testTarget(
             name: "ResourceKitTestingTests",
-            dependencies: ["ResourceKitTesting", "ResourceKit", "SocketAdapter", "CSystemShims", "TestSupport"],
+            dependencies: [
+                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitProcesses",
+                "ResourceKitTesting", "ResourceKit", "SocketAdapter", "CSystemShims", "TestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(name: "DemoCommandLineTests", dependencies: ["DemoCommandLine"], swiftSettings: strict),
@@ -112,6 +211,7 @@ let package = Package(
         .testTarget(
             name: "ResourceDemoTests",
             dependencies: [
+                "ResourceKitConcurrency",
                 "resource-demo", "PostgresAdapter", "ResourceKit", "ResourceKitTesting", "TestSupport",
                 "PostgresTestSupport",
             ],

@@ -3,7 +3,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 total=0
-for module in ResourceKit SocketAdapter FileAdapter PostgresAdapter EmbeddedPostgres ResourceKitTesting DemoCommandLine; do
+for module in ResourceKitConcurrency ResourceKit ResourceKitIO ResourceKitPatterns ResourceKitPrometheus \
+    ResourceKitProcesses SocketAdapter FileAdapter PostgresAdapter EmbeddedPostgres ResourceKitTesting DemoCommandLine; do
     graphs=$(mktemp -d)
     catalog=$(mktemp -d)/$module.docc
     mkdir -p "$catalog"

@@ -14,13 +14,19 @@ let package = Package(
     targets: [
         .target(
             name: "ProcessAdapter",
-            dependencies: [.product(name: "ResourceKit", package: resourceKit)]
+            dependencies: [
+                .product(name: "ResourceKit", package: resourceKit),
+                .product(name: "ResourceKitIO", package: resourceKit),
+                .product(name: "ResourceKitConcurrency", package: resourceKit),
+                .product(name: "ResourceKitProcesses", package: resourceKit),
+            ]
         ),
         .testTarget(
             name: "ProcessAdapterTests",
             dependencies: [
                 "ProcessAdapter",
                 .product(name: "ResourceKit", package: resourceKit),
+                .product(name: "ResourceKitIO", package: resourceKit),
                 .product(name: "ResourceKitTesting", package: resourceKit),
             ]
         ),

@@ -1,4 +1,6 @@
 import ResourceKit
+import ResourceKitIO
+import ResourceKitProcesses
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,7 @@
 import Foundation
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc
@@ -109,7 +111,10 @@ public final class EmbeddedPostgres: Sendable {
         }
         throw Failure(
             description:
-                "no PostgreSQL server binaries found (initdb, pg_ctl on PATH or in /usr/lib/postgresql/*/bin); install the 'postgresql' package"
+                """
+                no PostgreSQL server binaries found (initdb, pg_ctl on PATH or in /usr/lib/postgresql/*/bin); \
+                install the 'postgresql' package
+                """
         )
     }
 
@@ -297,7 +302,7 @@ public final class EmbeddedPostgres: Sendable {
         let logPath = log ?? "/dev/null"
         let status: Int32
         do {
-            status = try ChildProcess.run(command, environment: ProcessOwner.current.environment(), outputPath: logPath)
+            status = try CommandRun.run(command, environment: ProcessOwner.current.environment(), outputPath: logPath)
         } catch {
             throw Failure(description: "could not start \((executable as NSString).lastPathComponent): \(error)")
         }

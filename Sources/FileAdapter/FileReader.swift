@@ -1,4 +1,6 @@
 public import ResourceKit
+import ResourceKitConcurrency
+public import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc

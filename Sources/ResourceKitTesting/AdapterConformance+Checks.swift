@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
 
 extension AdapterConformance {
     /// Cancelled before the operation starts: it must throw `CancellationError` at once, not block.
@@ -16,10 +18,11 @@ extension AdapterConformance {
             guard let ended else {
                 problems.append(
                     """
-                    the operation blocked although its task was cancelled before it started (still running after \(bounds.hang)): \
-                    the cancel arrived before your operation registered anything to wake, and was lost. Create the \
-                    operation's state (or a CancellationCell) before withTaskCancellationHandler, and have onCancel \
-                    mark it cancelled even when nothing is parked yet; then check that mark before you park.
+                    the operation blocked although its task was cancelled before it started (still running after \
+                    \(bounds.hang)): the cancel arrived before your operation registered anything to wake, and was \
+                    lost. Create the operation's state (or a CancellationCell) before withTaskCancellationHandler, \
+                    and have onCancel mark it cancelled even when nothing is parked yet; then check that mark before \
+                    you park.
                     """)
                 scope.cancel()
                 return
@@ -45,11 +48,18 @@ extension AdapterConformance {
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             let elapsed = (returned.withLock { $0 } ?? .now) - cancelled
             guard let ended else {
-                problems.append(
+                let what = viaScope ? "its resource was cancelled" : "its task was cancelled"
+                let advice =
+                    viaScope
+                    ? """
+                    your cancel() must wake every blocked operation (or bind operations to the handle so \
+                    ResourceKit resumes them)
                     """
-                    the operation was still blocked \(bounds.hang) after \(viaScope ? "its resource was cancelled" : "its task was cancelled"): \
-                    \(viaScope ? "your cancel() must wake every blocked operation (or bind operations to the handle so ResourceKit resumes them)" : "wrap the wait in withTaskCancellationHandler (or a CancellationCell / IOReactor.wait bound to the handle) so that onCancel resumes it").
-                    """)
+                    : """
+                    wrap the wait in withTaskCancellationHandler (or a CancellationCell / IOReactor.wait bound to \
+                    the handle) so that onCancel resumes it
+                    """
+                problems.append("the operation was still blocked \(bounds.hang) after \(what): \(advice).")
                 if !viaScope { scope.cancel() }
                 return
             }
@@ -57,7 +67,11 @@ extension AdapterConformance {
             measured = elapsed
             if elapsed > bounds.promptReturn {
                 problems.append(
-                    "the operation took \(Self.text(elapsed)) to return after the cancel (bound \(Self.text(bounds.promptReturn))): do not wait for a timeout or poll Task.isCancelled; resume from onCancel."
+                    """
+                    the operation took \(Self.text(elapsed)) to return after the cancel (bound \
+                    \(Self.text(bounds.promptReturn))): do not wait for a timeout or poll Task.isCancelled; resume \
+                    from onCancel.
+                    """
                 )
             }
             Self.expectCancellation(ended, problems: &problems)
@@ -88,7 +102,10 @@ extension AdapterConformance {
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             guard case .success? = ended else {
                 problems.append(
-                    "the operation did not complete after completeOperation (\(ended.map { "\($0)" } ?? "still blocked"))."
+                    """
+                    the operation did not complete after completeOperation \
+                    (\(ended.map { "\($0)" } ?? "still blocked")).
+                    """
                 )
                 scope.cancel()
                 return
@@ -146,12 +163,20 @@ extension AdapterConformance {
             measurements.append("cancel() median \(Self.text(median)), max \(Self.text(durations.max() ?? .zero))")
             if median > bounds.cancelCall {
                 problems.append(
-                    "cancel() took \(Self.text(median)) (median; bound \(Self.text(bounds.cancelCall))): cancel() must never block. Record the request and wake waiters; hand slow work (a network round trip, a wait for a process) to BlockingPool.shared.submit or do it in close()."
+                    """
+                    cancel() took \(Self.text(median)) (median; bound \(Self.text(bounds.cancelCall))): cancel() \
+                    must never block. Record the request and wake waiters; hand slow work (a network round trip, a \
+                    wait for a process) to BlockingPool.shared.submit or do it in close().
+                    """
                 )
             }
             if killed > 0 {
                 problems.append(
-                    "a repeated cancel() closed a descriptor it no longer owned (\(killed) canary descriptor(s), placed on the numbers the resource had released, were closed): cancel() must be idempotent. Guard it with a flag under a lock, and leave closing descriptors to close()."
+                    """
+                    a repeated cancel() closed a descriptor it no longer owned (\(killed) canary descriptor(s), \
+                    placed on the numbers the resource had released, were closed): cancel() must be idempotent. \
+                    Guard it with a flag under a lock, and leave closing descriptors to close().
+                    """
                 )
             }
             for canary in canaries { Glibc.close(canary) }

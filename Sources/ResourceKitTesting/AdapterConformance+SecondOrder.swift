@@ -26,7 +26,11 @@ extension AdapterConformance {
                 let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
                 if ended == nil {
                     problems.append(
-                        "round \(round): the operation was still running \(Self.text(bounds.hang)) after its task was cancelled: bind its waits to the handle or run it in withResourceOperation, so that cancelling the task that runs it resumes it."
+                        """
+                        round \(round): the operation was still running \(Self.text(bounds.hang)) after its task \
+                        was cancelled: bind its waits to the handle or run it in withResourceOperation, so that \
+                        cancelling the task that runs it resumes it.
+                        """
                     )
                     break
                 }
@@ -36,21 +40,40 @@ extension AdapterConformance {
                     continue
                 case .success(let reply):
                     problems.append(
-                        "round \(round): after a cancelled operation, the next exchange got \"\(reply.prefix(40))\" instead of its own reply \"\(token)\": the cancelled operation's late reply was read by the next operation. When an operation is cancelled after its request went out, stop the work in withResourceOperation's onCancel and discard (drain) its reply before the next operation starts, or mark the connection broken."
+                        """
+                        round \(round): after a cancelled operation, the next exchange got \"\(reply.prefix(40))\" \
+                        instead of its own reply \"\(token)\": the cancelled operation's late reply was read by \
+                        the next operation. When an operation is cancelled after its request went out, stop the \
+                        work in withResourceOperation's onCancel and discard (drain) its reply before the next \
+                        operation starts, or mark the connection broken.
+                        """
                     )
                 case .failure(.hung):
                     problems.append(
-                        "round \(round): the exchange after a cancelled operation did not return within \(Self.text(bounds.hang)): the cancelled operation's work still holds the resource (a command still blocked on the server). Stop it in withResourceOperation's onCancel (a cancel request, an unblock command)."
+                        """
+                        round \(round): the exchange after a cancelled operation did not return within \
+                        \(Self.text(bounds.hang)): the cancelled operation's work still holds the resource (a \
+                        command still blocked on the server). Stop it in withResourceOperation's onCancel (a \
+                        cancel request, an unblock command).
+                        """
                     )
                 case .failure(.threw(let error)):
                     problems.append(
-                        "round \(round): the resource was unusable after an operation-level cancel (the exchange threw \(type(of: error))): cancelling one operation must leave a shared resource usable. Stop the operation, not the resource: never shut the connection down from an operation's onCancel."
+                        """
+                        round \(round): the resource was unusable after an operation-level cancel (the exchange \
+                        threw \(type(of: error))): cancelling one operation must leave a shared resource usable. \
+                        Stop the operation, not the resource: never shut the connection down from an operation's \
+                        onCancel.
+                        """
                     )
                 }
                 break
             }
             measurements.append(
-                "\(bounds.reuseRounds) rounds; cancelled at once \(points[0]), after a yield \(points[1]), parked \(points[2]), after a random pause \(points[3])"
+                """
+                \(bounds.reuseRounds) rounds; cancelled at once \(points[0]), after a yield \(points[1]), parked \
+                \(points[2]), after a random pause \(points[3])
+                """
             )
         }
     }
@@ -65,7 +88,10 @@ extension AdapterConformance {
             switch ended {
             case nil:
                 problems.append(
-                    "the operation was still blocked \(Self.text(bounds.hang)) after the scope's deadline: bind its waits to the handle (the deadline cancels the handle) or pass handle.deadline on."
+                    """
+                    the operation was still blocked \(Self.text(bounds.hang)) after the scope's deadline: bind its \
+                    waits to the handle (the deadline cancels the handle) or pass handle.deadline on.
+                    """
                 )
             case .success?:
                 problems.append("the operation returned normally although the scope's deadline passed.")
@@ -73,7 +99,12 @@ extension AdapterConformance {
                 measurements.append("DeadlineExceededError after \(Self.text(elapsed))")
             case .failure(let error)?:
                 problems.append(
-                    "the scope's deadline surfaced as \(type(of: error)) instead of DeadlineExceededError: throw the reason's error (handle.cancellationReason?.error; ResourceKit's waits bound to the handle already do), never a bare CancellationError; in a composed resource register the inner parts in handle.parts so that the reason reaches them."
+                    """
+                    the scope's deadline surfaced as \(type(of: error)) instead of DeadlineExceededError: throw \
+                    the reason's error (handle.cancellationReason?.error; ResourceKit's waits bound to the handle \
+                    already do), never a bare CancellationError; in a composed resource register the inner parts \
+                    in handle.parts so that the reason reaches them.
+                    """
                 )
             }
         }
@@ -91,7 +122,11 @@ extension AdapterConformance {
             let (started, _, probeError) = await Self.poll(probe, resource, until: true, within: bounds.hang)
             guard started else {
                 problems.append(
-                    "the probe never saw the operation's work running (within \(Self.text(bounds.hang))\(probeError.map { "; it threw \(type(of: $0))" } ?? "")): check externalWorkRunning against the blocking operation."
+                    """
+                    the probe never saw the operation's work running (within \
+                    \(Self.text(bounds.hang))\(probeError.map { "; it threw \(type(of: $0))" } ?? "")): check \
+                    externalWorkRunning against the blocking operation.
+                    """
                 )
                 scope.cancel()
                 return
@@ -106,11 +141,20 @@ extension AdapterConformance {
                 measurements.append("the probe saw the work stop \(Self.text(after)) after the operation returned")
             } else if viaResource {
                 problems.append(
-                    "the external work was still running \(Self.text(bounds.externalStop)) after the resource was cancelled: stop it from cancel() (or from the onCancel of the operation running it), not only by waking the waiter."
+                    """
+                    the external work was still running \(Self.text(bounds.externalStop)) after the resource was \
+                    cancelled: stop it from cancel() (or from the onCancel of the operation running it), not only \
+                    by waking the waiter.
+                    """
                 )
             } else {
                 problems.append(
-                    "the external work was still running \(Self.text(bounds.externalStop)) after the task running the operation was cancelled (the resource was not: it is shared): run the operation in withResourceOperation and stop the work in its onCancel (a cancel request, an unblock command). cancel() runs only when the whole resource is cancelled."
+                    """
+                    the external work was still running \(Self.text(bounds.externalStop)) after the task running \
+                    the operation was cancelled (the resource was not: it is shared): run the operation in \
+                    withResourceOperation and stop the work in its onCancel (a cancel request, an unblock \
+                    command). cancel() runs only when the whole resource is cancelled.
+                    """
                 )
             }
         }
@@ -127,7 +171,11 @@ extension AdapterConformance {
             let (task, _) = Self.start(operation, on: resource, cancelledFirst: true)
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             let fix =
-                "Every operation must be a checkpoint: check cancellation (handle.checkCancellation() and Task.checkCancellation(), or start it inside withResourceOperation) before any side effect: no byte written, nothing sent to a server, nothing buffered consumed."
+                """
+                Every operation must be a checkpoint: check cancellation (handle.checkCancellation() and \
+                Task.checkCancellation(), or start it inside withResourceOperation) before any side effect: no \
+                byte written, nothing sent to a server, nothing buffered consumed.
+                """
             if let ended { Self.expectCancellation(ended, problems: &problems) }
             if let probe = externalWorkRunning {
                 let (appeared, _, _) = await Self.poll(probe, resource, until: true, within: bounds.settle)
@@ -147,7 +195,10 @@ extension AdapterConformance {
                     measurements.append("the next exchange got its own reply")
                 case .success(let reply):
                     problems.append(
-                        "an exchange in a cancelled task still sent its request: the next one got \"\(reply.prefix(40))\" instead of \"\(token)\". \(fix)"
+                        """
+                        an exchange in a cancelled task still sent its request: the next one got \
+                        \"\(reply.prefix(40))\" instead of \"\(token)\". \(fix)
+                        """
                     )
                 case .failure(.hung):
                     problems.append(

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
 
 extension AdapterConformance {
     /// Makes a resource in a fresh scope and registry, runs `body`, ends the scope (throwing `bodyThrows`
@@ -41,7 +43,10 @@ extension AdapterConformance {
                 }
                 if registry.liveCount == 0 {
                     problems.append(
-                        "make did not register the resource in the scope it was given: register it with scope.register(_:kind:label:), so that the scope cancels and closes it."
+                        """
+                        make did not register the resource in the scope it was given: register it with \
+                        scope.register(_:kind:label:), so that the scope cancels and closes it.
+                        """
                     )
                 }
                 await body(scope, resource, opened, &problems, &measurements)
@@ -53,11 +58,17 @@ extension AdapterConformance {
         let totals = registry.snapshot().totals
         if totals.closeTimedOut > 0 {
             problems.append(
-                "close() did not return within the kind's closeTimeout: close() must finish promptly (stop the work in cancel(), which ResourceKit calls first; never wait for a peer that may never answer)."
+                """
+                close() did not return within the kind's closeTimeout: close() must finish promptly (stop the work \
+                in cancel(), which ResourceKit calls first; never wait for a peer that may never answer).
+                """
             )
         } else if totals.closed != totals.acquired {
             problems.append(
-                "\(totals.acquired) resource(s) registered but \(totals.closed) closed: every registered resource must be closed by its scope."
+                """
+                \(totals.acquired) resource(s) registered but \(totals.closed) closed: every registered resource \
+                must be closed by its scope.
+                """
             )
         }
         if registry.liveCount != 0 {
@@ -67,7 +78,11 @@ extension AdapterConformance {
         if !leaked.isEmpty {
             let kinds = Set(leaked.values.map { $0.split(separator: ":").first.map(String.init) ?? $0 }).sorted()
             problems.append(
-                "close() left \(leaked.count) descriptor(s) open (\(kinds.joined(separator: ", "))): close every descriptor the resource owns in close(), once (and tell the reactor first: IOReactor.descriptorWillClose, or use GuardedDescriptor)."
+                """
+                close() left \(leaked.count) descriptor(s) open (\(kinds.joined(separator: ", "))): close every \
+                descriptor the resource owns in close(), once (and tell the reactor first: \
+                IOReactor.descriptorWillClose, or use GuardedDescriptor).
+                """
             )
         }
         return ConformanceReport.Check(
@@ -173,13 +188,20 @@ extension AdapterConformance {
         switch result {
         case .success:
             problems.append(
-                "the operation returned normally although it was cancelled: throw CancellationError, so that callers never mistake a cancelled operation for a finished one."
+                """
+                the operation returned normally although it was cancelled: throw CancellationError, so that \
+                callers never mistake a cancelled operation for a finished one.
+                """
             )
         case .failure(let error) where error is CancellationError:
             break
         case .failure(let error):
             problems.append(
-                "the cancelled operation threw \(type(of: error)) (\(error)) instead of CancellationError: translate your native cancellation (ECANCELED, a 'cancelled' status, the error a torn-down handle gives) into CancellationError; keep your own error type for genuine failures."
+                """
+                the cancelled operation threw \(type(of: error)) (\(error)) instead of CancellationError: \
+                translate your native cancellation (ECANCELED, a 'cancelled' status, the error a torn-down handle \
+                gives) into CancellationError; keep your own error type for genuine failures.
+                """
             )
         }
     }

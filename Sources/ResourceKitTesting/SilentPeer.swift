@@ -1,4 +1,7 @@
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
+import ResourceKitProcesses
 
 #if canImport(Glibc)
 import Glibc

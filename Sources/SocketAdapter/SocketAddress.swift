@@ -1,4 +1,5 @@
 import ResourceKit
+import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc

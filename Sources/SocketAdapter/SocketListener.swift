@@ -1,4 +1,5 @@
 public import ResourceKit
+public import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc

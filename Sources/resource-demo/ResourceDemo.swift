@@ -1,8 +1,9 @@
+import DemoRuntime
 import DemoCommandLine
 import Glibc
 import ResourceKit
 
-/// `resource-demo`: the tour, one command per resource kind, a server, and the benchmark.
+/// `resource-demo`: the tour, one command per resource kind, a server, and an entry to the benchmark.
 ///
 /// Exit status: 0 success (also a run that `--cancel-after` cancelled as asked); 1 a failure; 2 a usage
 /// error; 130 on SIGINT and 143 on SIGTERM, after every resource was torn down and the embedded Postgres
@@ -18,23 +19,9 @@ struct ResourceDemo {
     }
 
     static func main() async {
-        let all = Array(CommandLine.arguments.dropFirst())
-        if all == ["_silent-peer"] { SilentPeerMode.serve() }  // the benchmark's peer process
-        let request = CommandLineRequest.parse(
-            all, commands: CommandTable.all, overview: CommandTable.overview,
+        let (command, arguments) = CommandLineEntry.resolve(
+            Array(CommandLine.arguments.dropFirst()), commands: CommandTable.all, overview: CommandTable.overview,
             version: "resource-demo \(version) (ResourceKit)")
-        let command: any DemoCommand.Type
-        let arguments: Arguments
-        switch request {
-        case .show(let text):
-            Console.line(text)
-            exit(0)
-        case .usageError(let error):
-            exit(usage(error))
-        case .run(let name, let parsed):
-            command = CommandTable.all.first { $0.name == name }!  // parse found it in the same table
-            arguments = parsed
-        }
         // Owner: `main`, which awaits it (signals cancel it). A usage error found while running is returned,
         // not exited on, so that the command's resources are torn down first.
         let work = Task<Ending, Never> {
@@ -52,14 +39,8 @@ struct ResourceDemo {
         let status: Int32
         switch await work.value {
         case .status(let code): status = code
-        case .usage(let error): status = usage(error)
+        case .usage(let error): status = CommandLineEntry.usage(error)
         }
         exit(signals.exitStatus ?? status)
     }
-}
-
-/// Prints a usage error (naming the bad flag or value); returns the exit status for it, 2.
-func usage(_ error: UsageError) -> Int32 {
-    Console.error("resource-demo: \(error.description) (try --help)")
-    return 2
 }

@@ -1,6 +1,7 @@
 @_spi(Testing) import FileAdapter
 import Glibc
 import ResourceKit
+import ResourceKitConcurrency
 import ResourceKitTesting
 import TestSupport
 import Testing

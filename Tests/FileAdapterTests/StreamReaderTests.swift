@@ -2,6 +2,7 @@ import CSystemShims
 import FileAdapter
 import Glibc
 import ResourceKit
+import ResourceKitIO
 import ResourceKitTesting
 import TestSupport
 import Testing

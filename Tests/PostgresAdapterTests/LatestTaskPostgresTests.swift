@@ -2,6 +2,7 @@ import Foundation
 import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitPatterns
 import TestSupport
 import Testing
 

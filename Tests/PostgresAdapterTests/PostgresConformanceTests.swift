@@ -1,6 +1,7 @@
 @_spi(Testing) import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitConcurrency
 import ResourceKitTesting
 import TestSupport
 import Testing

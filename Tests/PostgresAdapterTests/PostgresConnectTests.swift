@@ -75,7 +75,10 @@ import Testing
             let date = Date(timeIntervalSince1970: 1_700_000_000.123456)
             let row = try #require(
                 try await connection.query(
-                    "SELECT $1::int8, $2::int4, $3::float8, $4::bool, $5::text, $6::bytea, $7::timestamptz, $8::uuid, $9::text AS nothing",
+                    """
+                    SELECT $1::int8, $2::int4, $3::float8, $4::bool, $5::text, $6::bytea, $7::timestamptz, \
+                    $8::uuid, $9::text AS nothing
+                    """,
                     [Int(-42), Int32(7), 2.5, true, "héllo", PostgresBytes([0, 1, 255]), date, id, String?.none]
                 ).first)
             #expect(try row.decode(Int.self, at: 0) == -42)

@@ -1,6 +1,8 @@
 import Dispatch
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
 import ResourceKitTesting
 import TestSupport
 import Testing

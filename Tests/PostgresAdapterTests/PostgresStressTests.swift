@@ -36,7 +36,10 @@ import Testing
             #expect(outcomes.otherErrors == 0)
             #expect(outcomes.completed + outcomes.cancelled == 2_000)
             print(
-                "late-cancel stress: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, \(outcomes.followUp57014) stray 57014, \(outcomes.otherErrors) other errors"
+                """
+                late-cancel stress: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, \
+                \(outcomes.followUp57014) stray 57014, \(outcomes.otherErrors) other errors
+                """
             )
         }
     }

@@ -2,6 +2,7 @@ public import EmbeddedPostgres
 import Foundation
 public import PostgresAdapter
 import ResourceKit
+import ResourceKitConcurrency
 import TestSupport
 
 /// The server the Postgres tests use: `RESOURCEKIT_TEST_POSTGRES` (a conninfo or URL) if set, else one

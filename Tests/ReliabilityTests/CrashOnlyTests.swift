@@ -2,6 +2,8 @@ import EmbeddedPostgres
 import Foundation
 import Glibc
 import ResourceKit
+import ResourceKitIO
+import ResourceKitProcesses
 import ResourceKitTesting
 import TestSupport
 import Testing

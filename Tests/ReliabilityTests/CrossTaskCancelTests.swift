@@ -2,6 +2,7 @@ import Glibc
 import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter
 import TestSupport

@@ -4,6 +4,8 @@ import Glibc
 import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitIO
+import ResourceKitProcesses
 import SocketAdapter
 import ResourceKitTesting
 import TestSupport

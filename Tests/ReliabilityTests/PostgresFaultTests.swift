@@ -93,9 +93,9 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
-    /// The task cancelled while the server cannot act returns promptly (`TimingBound.singleShot`); the connection's next operation
-    /// gives up after `cancelTimeout` (500 ms in these tests) with a connection error, and the connection is
-    /// discarded.
+    /// The task cancelled while the server cannot act returns promptly (`TimingBound.singleShot`); the connection's
+    /// next operation gives up after `cancelTimeout` (500 ms in these tests) with a connection error, and the
+    /// connection is discarded.
     static func expectCancelledThenDiscarded(_ task: Task<PostgresResult, any Error>, _ connection: PostgresConnection)
         async
     {

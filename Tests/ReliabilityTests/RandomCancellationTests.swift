@@ -3,6 +3,8 @@ import Glibc
 import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter
 import TestSupport

@@ -2,7 +2,8 @@ import Foundation
 
 /// How hard the reliability suite pushes: the short form runs in `swift test` and CI; the long form runs
 /// with `RESOURCEKIT_RELIABILITY=long`: `RESOURCEKIT_RELIABILITY=long swift test --filter RandomCancellationTests`
-/// (alone, so that descriptor counts are exact), then `--filter "FaultInjectionTests|BadInputTests|PostgresFaultTests"`.
+/// (alone, so that descriptor counts are exact), then `--filter
+/// "FaultInjectionTests|BadInputTests|PostgresFaultTests"`.
 enum ReliabilityLevel {
     static let isLong = ProcessInfo.processInfo.environment["RESOURCEKIT_RELIABILITY"] == "long"
 
@@ -23,6 +24,10 @@ struct ReliabilityCounts: CustomStringConvertible {
     var otherErrors = 0
 
     var description: String {
-        "\(iterations) iterations: \(completed) completed, \(cancelledEarly) cancelled right after the start (mostly before send), \(cancelledLater) cancelled after a pause (mostly in flight), \(cancelledAfterCompletion) after completion; \(stray57014) stray 57014, \(otherErrors) other errors"
+        """
+        \(iterations) iterations: \(completed) completed, \(cancelledEarly) cancelled right after the start \
+        (mostly before send), \(cancelledLater) cancelled after a pause (mostly in flight), \
+        \(cancelledAfterCompletion) after completion; \(stray57014) stray 57014, \(otherErrors) other errors
+        """
     }
 }

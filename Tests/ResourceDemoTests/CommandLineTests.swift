@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import ResourceKitConcurrency
 import TestSupport
 import Testing
 
@@ -92,5 +93,33 @@ import Testing
         ])
         #expect(status == 0)
         #expect(process.jsonLines.first?["outcome"] as? String == "cancelled")
+    }
+
+    /// A cancelled run reports the bytes it copied before the cancel (the JSON said `null` once, although the
+    /// peer had sent them and the plain output showed them).
+    @Test func aCancelledSocketRunReportsTheBytesItCopied() async throws {
+        let listener = LoopbackPort(listen: 16)
+        let accepted = Locked<Int32?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let listenerFD = listener.fd
+        // The peer: accepts one connection, sends four bytes, then stays silent until the test ends.
+        Thread {
+            let fd = accept(listenerFD, nil, nil)
+            if fd >= 0 {
+                _ = write(fd, "ping", 4)
+                accepted.withLock { $0 = fd }
+            }
+            done.signal()
+        }.start()
+        let (status, process) = try await DemoProcess.run([
+            "socket", "--connect", "127.0.0.1:\(listener.port)", "--cancel-after", "1s", "--json",
+        ])
+        shutdown(listenerFD, Int32(SHUT_RDWR))  // wakes the peer's accept if the demo never connected
+        done.wait()
+        if let fd = accepted.withLock({ $0 }) { close(fd) }
+        #expect(status == 0)
+        let line = try #require(process.jsonLines.first)
+        #expect(line["outcome"] as? String == "cancelled")
+        #expect(line["bytes"] as? Int == 4, "\(line)")
     }
 }

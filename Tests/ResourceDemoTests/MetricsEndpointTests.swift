@@ -185,7 +185,10 @@ import Testing
                 if value < 1 { try await Task.sleep(for: .milliseconds(250)) }  // Prometheus scrapes once a second
             }
             print(
-                "Prometheus /api/v1/query?query=sum(resourcekit_adapter_events_total{event=~\"postgres.cancel.*\"}): \(answer)"
+                """
+                Prometheus \
+                /api/v1/query?query=sum(resourcekit_adapter_events_total{event=~\"postgres.cancel.*\"}): \(answer)
+                """
             )
             #expect(value >= 1, "Prometheus never saw the cancel: \(answer)")
         }

@@ -35,7 +35,10 @@ import Testing
         )
         #expect(
             compiled == 0,
-            "the interposer did not compile: \((try? String(contentsOfFile: directory + "/cc.log", encoding: .utf8)) ?? "")"
+            """
+            the interposer did not compile: \
+            \((try? String(contentsOfFile: directory + "/cc.log", encoding: .utf8)) ?? "")
+            """
         )
         let log = directory + "/calls.log"
         let process = try DemoProcess(

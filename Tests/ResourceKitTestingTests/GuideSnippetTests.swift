@@ -58,7 +58,11 @@ import Testing
                 ?? min(text.count, source.count)
             #expect(
                 text == source,
-                "the guide's '\(name)' differs from its source at line \(first + 1): guide \(text.count > first ? text[first] : "(end)"), source \(source.count > first ? source[first] : "(end)")"
+                """
+                the guide's '\(name)' differs from its source at line \(first + 1): guide \
+                \(text.count > first ? text[first] : "(end)"), source \
+                \(source.count > first ? source[first] : "(end)")
+                """
             )
         }
     }

@@ -17,6 +17,52 @@ import Testing
         #expect(!didStart)
     }
 
+    /// When a cancelled wait throws, its hook has already run: a caller never sees a half-cancelled operation
+    /// (a pool's waiter still queued, a reactor registration still present). One wait can be reached by several
+    /// routes; each is checked here, many rounds each, always after the start ran: the task's cancellation
+    /// handler, the timers' thread (as a deadline fires), a direct cancel, and the handle the wait is bound to.
+    @Test func theHookHasRunWhenTheCancelledWaitThrows() async throws {
+        let registry = ResourceRegistry()
+        let kind = ResourceKind(name: "test.hook-order")
+        for round in 0..<400 {
+            let route = round % 4
+            let sawHook = try await withResourceScope("hook-order", registry: registry) { scope in
+                let handle = try await scope.register(RecordingResource("r", log: CloseLog()), kind: kind, label: "r")
+                let cell = CancellationCell<Int>()
+                let hookRan = Atomic<Bool>(false)
+                let parked = OneShotEvent()
+                let task = Task {
+                    do {
+                        _ = try await cell.run(
+                            boundTo: handle,
+                            onCancel: { _ in
+                                // A slow hook widens the window in which a resumed waiter would see it unfinished.
+                                for _ in 0..<2_000 { _ = hookRan.load(ordering: .relaxed) }
+                                hookRan.store(true, ordering: .sequentiallyConsistent)
+                            }
+                        ) { _ in parked.set() }
+                        return false
+                    } catch {
+                        return hookRan.load(ordering: .sequentiallyConsistent)
+                    }
+                }
+                try await parked.wait(deadline: .now + .seconds(10))
+                switch route {
+                case 0: task.cancel()
+                case 1:
+                    let now = ContinuousClock.now
+                    DeadlineTimers.shared.schedule(at: now) { cell.cancel(.deadlineExceeded(now)) }
+                case 2: cell.cancel()
+                default: handle.cancel()
+                }
+                return await task.value
+            }
+            #expect(sawHook, "round \(round), route \(route): the wait threw before its hook ran")
+            if !sawHook { return }
+        }
+        #expect(registry.liveCount == 0)
+    }
+
     /// Cancelled while parked (after its start closure ran): the hook runs exactly once, and a completion
     /// that comes after the cancel is dropped.
     @Test func completionAfterCancelIsDropped() async throws {

@@ -54,13 +54,12 @@ import Testing
         var m = Machine()
         _ = m.suspend(3)
         _ = m.startReturned()
-        guard case .resumeCancelled(let w, let reason, let runHook) = m.cancel(.deadlineExceeded(deadline)) else {
-            Issue.record("expected resumeCancelled")
+        guard case .runHookThenResume(let w, let reason) = m.cancel(.deadlineExceeded(deadline)) else {
+            Issue.record("expected runHookThenResume")
             return
         }
         #expect(w == 3)
         #expect(reason == .deadlineExceeded(deadline))
-        #expect(runHook)
         guard case .none = m.cancel(.cancelled) else {
             Issue.record("second cancel acted")
             return
@@ -72,19 +71,23 @@ import Testing
         #expect(m.cancellationReason == .deadlineExceeded(deadline))
     }
 
-    @Test func cancelWhileStartingDefersHookUntilStartReturns() {
+    @Test func cancelWhileStartingDefersHookAndResumeUntilStartReturns() {
         var m = Machine()
         _ = m.suspend(4)
-        guard case .resumeCancelled(let w, _, let runHook) = m.cancel(.cancelled) else {
-            Issue.record("expected resume")
+        guard case .none = m.cancel(.cancelled) else {
+            Issue.record("a cancel while starting acted before the start returned")
+            return
+        }
+        #expect(m.cancellationReason == .cancelled)
+        guard case .none = m.complete() else {
+            Issue.record("a result after the cancel was delivered")
+            return
+        }
+        guard case .runHookThenResume(let w, let reason) = m.startReturned() else {
+            Issue.record("expected runHookThenResume")
             return
         }
         #expect(w == 4)
-        #expect(!runHook)
-        guard case .runHook(let reason) = m.startReturned() else {
-            Issue.record("expected runHook")
-            return
-        }
         #expect(reason == .cancelled)
     }
 

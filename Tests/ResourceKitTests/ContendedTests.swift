@@ -6,6 +6,7 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
+@testable import ResourceKitIO
 
 /// Must show: 10,000 iterations of a scope with a real pipe resource, cancelled from other threads at a random
 /// point (before start, during, after completion, twice, concurrently from 4 threads). Every resource is closed
@@ -71,7 +72,10 @@ import Testing
                 DescriptorLedger.now().count <= baseline + 64,
                 "descriptors: baseline \(baseline), now \(DescriptorLedger.now().count)")
             print(
-                "scope race: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, p50 cancel latency \(counters?.cancellationLatency.p50.map { "\($0)" } ?? "-")"
+                """
+                scope race: \(outcomes.completed) completed, \(outcomes.cancelled) cancelled, p50 cancel latency \
+                \(counters?.cancellationLatency.p50.map { "\($0)" } ?? "-")
+                """
             )
         }
     }

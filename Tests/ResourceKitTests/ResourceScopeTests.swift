@@ -4,6 +4,7 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
+@testable import ResourceKitIO
 
 /// Scopes: ordering, exactly-once close, propagation, level-triggered cancellation, bad input.
 @Suite struct ResourceScopeTests {

@@ -2,6 +2,7 @@ import Synchronization
 import Testing
 
 @testable import ResourceKit
+@testable import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import ResourceKit
+import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter
 import TestSupport

@@ -1,6 +1,7 @@
 import CSystemShims
 import Glibc
 import ResourceKit
+import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter
 import TestSupport

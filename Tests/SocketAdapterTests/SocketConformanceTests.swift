@@ -1,5 +1,6 @@
 import Glibc
 import ResourceKit
+import ResourceKitConcurrency
 import ResourceKitTesting
 @_spi(Testing) import SocketAdapter
 import TestSupport

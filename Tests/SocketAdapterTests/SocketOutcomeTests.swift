@@ -1,5 +1,6 @@
 import Glibc
 import ResourceKit
+import ResourceKitIO
 import SocketAdapter
 import ResourceKitTesting
 import TestSupport

@@ -1,6 +1,9 @@
 import EmbeddedPostgres
 import Foundation
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
+import ResourceKitProcesses
 
 #if canImport(Glibc)
 import Glibc

@@ -3,6 +3,9 @@ import EmbeddedPostgres
 import Foundation
 import Glibc
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
+import ResourceKitProcesses
 
 /// The built `resource-demo` binary running as a child process, its stdout and stderr captured in files.
 /// (The test target must depend on `resource-demo` so that `swift test` builds it beside the test bundle.)

@@ -1,6 +1,8 @@
 import Foundation
 import Glibc
 import ResourceKit
+import ResourceKitIO
+import ResourceKitProcesses
 import ResourceKitTesting
 
 /// Events about other processes and the files they leave, for the crash-only tests: a process's exit (a pidfd,

@@ -1,6 +1,7 @@
 import EmbeddedPostgres
 import Foundation
 import ResourceKit
+import ResourceKitConcurrency
 
 /// What every fixture that starts a process or makes a directory calls first.
 public enum TestFixtures {

@@ -1,5 +1,6 @@
 import Foundation
 import ResourceKit
+import ResourceKitConcurrency
 
 #if canImport(Glibc)
 import Glibc

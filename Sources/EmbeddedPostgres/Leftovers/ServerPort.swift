@@ -1,5 +1,6 @@
 import Foundation
 import ResourceKit
+import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,6 @@
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitPatterns
 
 /// The fast cancel path: one warm control connection that stops a backend with `pg_cancel_backend` instead
 /// of a cancel request (which costs a new TCP connection and a server-side fork on every cancel).
@@ -10,7 +12,7 @@ import ResourceKit
 ///   not hold, and the cancel request (which every pooler forwards) is used instead;
 /// - the statement matches the backend by pid *and* start time, so a recycled pid never matches;
 /// - its result is read: `false`, no matching backend, an error, a missing privilege (`42501`) or a dead
-///   control connection each report ``Outcome/notDelivered``, and the connection sends the same cancel as a
+///   control connection each report ``Delivery/notDelivered``, and the connection sends the same cancel as a
 ///   cancel request at once;
 /// - a control connection that died is reopened lazily, with a backoff, when the channel was made with a
 ///   way to reconnect. A cancel for a backend on another server than the control connection's (after a
@@ -22,7 +24,7 @@ import ResourceKit
 /// ``close()``.
 public final class PostgresCancelChannel: Sendable {
     /// What became of one cancel given to the channel.
-    public enum Outcome: Sendable, Hashable {
+    public enum Delivery: Sendable, Hashable {
         /// `pg_cancel_backend` returned `true` for the verified backend.
         case delivered
         /// Not delivered: send a cancel request.
@@ -78,7 +80,8 @@ public final class PostgresCancelChannel: Sendable {
     /// task the channel owns. Returns `false` (and never calls `completion`) when the channel cannot try now:
     /// no verified control connection on the backend's server, busy, disabled, or closed. Non-blocking: safe
     /// from `onCancel`.
-    public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Outcome) -> Void) -> Bool
+    public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Delivery) -> Void)
+        -> Bool
     {
         enum Decision {
             case start(PostgresConnection)
@@ -124,8 +127,8 @@ public final class PostgresCancelChannel: Sendable {
         }
     }
 
-    private func cancel(_ backend: PostgresBackendIdentity, on control: PostgresConnection) async -> Outcome {
-        var outcome = Outcome.notDelivered
+    private func cancel(_ backend: PostgresBackendIdentity, on control: PostgresConnection) async -> Delivery {
+        var outcome = Delivery.notDelivered
         do {
             let rows = try await control.query(Self.statement, [backend.pid, backend.backendStart])
             if try rows.first?.decode(Bool?.self, at: 0) == true { outcome = .delivered }

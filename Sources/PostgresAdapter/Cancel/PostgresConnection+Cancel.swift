@@ -1,5 +1,6 @@
 import CLibPQ
 import ResourceKit
+import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc
@@ -15,8 +16,7 @@ extension PostgresConnection {
 
     /// The threads that send cancel requests (`PQcancel` blocks until the server answers). Kept apart from
     /// the shared blocking pool, so that a cancel never queues behind slow work there (a host-name lookup
-    /// against a broken resolver, a large file read): measured in the test suite, cancels queued behind
-    /// seconds-long jobs returned 2 s late.
+    /// against a broken resolver, a large file read).
     static let cancelRequestPool = BlockingPool(threadCount: 4, queueLimit: 65_536, name: "rk.pg-cancel")
 
     /// Sends a cancel for query `id` if (and only if) it is still on the wire and none is in flight for it.
@@ -103,7 +103,7 @@ extension PostgresConnection {
         }
         settled?.set()
         if let recheck {
-            reactor.schedule(at: recheck) { [weak self] in self?.resendIfUnanswered(id) }
+            DeadlineTimers.shared.schedule(at: recheck) { [weak self] in self?.resendIfUnanswered(id) }
         }
     }
 

@@ -1,6 +1,7 @@
 import CLibPQ
 import Foundation
 import ResourceKit
+import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc

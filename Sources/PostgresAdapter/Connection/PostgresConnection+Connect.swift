@@ -1,5 +1,6 @@
 import CLibPQ
 public import ResourceKit
+public import ResourceKitIO
 
 extension PostgresConnection {
     /// Connects with libpq's non-blocking API (`PQconnectStartParams` / `PQconnectPoll`) through the reactor,

@@ -1,5 +1,6 @@
 import CLibPQ
 import ResourceKit
+import ResourceKitIO
 
 /// Draining a query whose caller left, whatever sub-protocol it was in: plain results, COPY OUT data, a
 /// COPY IN the client still owes (ended with CopyFail, so the server aborts it and nothing is committed), or

@@ -166,7 +166,7 @@ extension PostgresConnection {
                 case PGRES_FATAL_ERROR:
                     failure = failure ?? .server(result)
                 default:
-                    return true  // COPY and friends: stop here, the connection's state is unknown
+                    return true  // COPY (copyOut / copyIn speak it): stop here
                 }
                 return false
             }
@@ -316,14 +316,9 @@ extension PostgresConnection {
 }
 
 extension PostgresConnection {
-    /// How long a query's first wait for its answer polls the socket before parking on the reactor. A local
-    /// server answers a short query in about 50-100 µs here; parking costs two thread wake-ups (reactor, then
-    /// a cooperative thread), which made round trips 0.70x of blocking libpq's. With the look-again, they are
-    /// faster than blocking libpq's (`resource-demo bench`, "round trip").
-    ///
-    /// Under concurrency it still pays (issue #15, release build, 64 tasks over a pool of 16 running
-    /// `SELECT $1::int`): 29,500 q/s at 36 µs of CPU per query with it, 27,400 q/s at 38 µs without. A local
-    /// server answers within the window most of the time, and an answer found by looking costs no reactor hop.
+    /// How long a query's first wait for its answer polls the socket before parking on the reactor: a local
+    /// server often answers a short query within it, and an answer found by looking costs no reactor hop (two
+    /// thread wake-ups). The figures, with and without it, are in the README's "Measured" section.
     static let answerSpin: Duration = .microseconds(100)
 
     /// Polls `socket` without blocking (yielding the CPU between looks) until it is readable, `limit` passed,
@@ -342,8 +337,10 @@ extension PostgresConnection {
 }
 
 extension PostgresError {
-    /// A result kind this adapter does not offer (COPY): the connection's state is unknown.
-    static let unsupportedResult = PostgresError(.invalidQuery, "COPY is not supported by this adapter")
+    /// A COPY statement sent through `query` or `execute`: the connection is in the COPY sub-protocol, which
+    /// only ``PostgresConnection/copyOut(_:)`` and ``PostgresConnection/copyIn(_:from:)`` speak.
+    static let unsupportedResult = PostgresError(
+        .invalidQuery, "a COPY statement needs copyOut or copyIn, not query or execute")
 }
 
 extension Array where Element == String? {

@@ -1,5 +1,7 @@
 import CLibPQ
 public import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
 
 /// One Postgres connection through libpq's non-blocking API and the ResourceKit reactor. No libpq call that
 /// can block runs on the cooperative pool: host names are resolved on the blocking pool before libpq sees
@@ -16,9 +18,9 @@ public import ResourceKit
 ///   an outer scope owns) and is cancelled or passes its deadline: as the operation level, with the scope's
 ///   reason (Docs/Architecture.md, "Three levels of cancellation").
 ///
-/// The guard (Docs/Architecture.md, "The Postgres adapter"): a cancel is sent only while *that* query is on the wire, and the next query
-/// starts only after the cancelled one reached ReadyForQuery *and* every cancel for it finished. A cancel
-/// request that does not stop the query (it reached another server behind a balancer) is sent again, with
+/// The guard (Docs/Architecture.md, "The Postgres adapter"): a cancel is sent only while *that* query is on the wire,
+/// and the next query starts only after the cancelled one reached ReadyForQuery *and* every cancel for it finished. A
+/// cancel request that does not stop the query (it reached another server behind a balancer) is sent again, with
 /// backoff, while the query is still on the wire, up to ``cancelTimeout``. A cleanup that does not finish
 /// within ``cancelTimeout`` breaks the connection: closed, never reused.
 ///

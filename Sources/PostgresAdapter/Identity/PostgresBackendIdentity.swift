@@ -19,9 +19,9 @@ public struct PostgresServerIdentity: Sendable, Hashable, CustomStringConvertibl
 /// of its cancel requests) equals what the server itself reports (`pg_backend_pid()`), and the backend's
 /// start time and its server are recorded.
 ///
-/// A number alone is not an identity (Docs/Architecture.md, "The Postgres adapter"): a pid is recycled, and behind a pooler or a
-/// balancer the pid a client holds is a key, not a process. The fast cancel path therefore matches a backend
-/// on its pid *and* its start time, on a control connection verified to reach the same server.
+/// A number alone is not an identity (Docs/Architecture.md, "The Postgres adapter"): a pid is recycled, and behind a
+/// pooler or a balancer the pid a client holds is a key, not a process. The fast cancel path therefore matches a
+/// backend on its pid *and* its start time, on a control connection verified to reach the same server.
 public struct PostgresBackendIdentity: Sendable, Hashable, CustomStringConvertible {
     /// The server process id, as `pg_stat_activity.pid` shows it.
     public let pid: Int32

@@ -1,6 +1,7 @@
 import CLibPQ
 import Foundation
 public import ResourceKit
+import ResourceKitConcurrency
 
 #if canImport(Glibc)
 import Glibc
@@ -93,7 +94,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     ///   - allowUnverifiedSession: listen even when the backend cannot be verified, because you know a
     ///     session-mode pooler is in front (each client connection keeps its server connection). The listener
     ///     then checks with `pg_listening_channels()` that its channels are in place before it returns.
-    /// Cancellation: as ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:session:connectTimeout:onNotice:)``.
+    /// Cancellation: as `PostgresConnection.connect`.
     /// - Throws: ``PostgresError`` (``PostgresError/Code/sessionRequired`` when the backend cannot be verified
     ///   and `allowUnverifiedSession` is `false`, or the channels are not in place), `CancellationError`,
     ///   `DeadlineExceededError`.

@@ -1,11 +1,12 @@
 import CLibPQ
 import ResourceKit
+import ResourceKitConcurrency
 
 /// A notice or warning the server sent (`RAISE NOTICE`, `RAISE WARNING`, a deprecation warning), or a message
 /// libpq reports about the connection.
 ///
 /// ResourceKit installs its own notice receiver on every connection, so libpq never prints to the host's
-/// stderr. Notices reach the handler given to ``PostgresConnection/connect(_:in:registry:reactor:pool:cancelTimeout:statistics:session:connectTimeout:onNotice:)``
+/// stderr. Notices reach the handler given to the `onNotice` handler of `PostgresConnection.connect`
 /// (or ``PostgresPool``); without one, each notice becomes a registry event named
 /// `postgres.notice.<severity>` and its text is dropped (it may hold user data).
 public struct PostgresNotice: Sendable, Hashable, CustomStringConvertible {

@@ -1,5 +1,7 @@
 import CLibPQ
 public import ResourceKit
+import ResourceKitConcurrency
+public import ResourceKitIO
 
 /// A bounded pool of ``PostgresConnection``s.
 ///

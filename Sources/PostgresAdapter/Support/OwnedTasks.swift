@@ -1,7 +1,9 @@
 import ResourceKit
+import ResourceKitConcurrency
 
 /// Background work an object owns: each task is recorded until it ends, and ``waitForAll()`` awaits every
-/// one (the owner's shutdown). Nothing started through it outlives the owner's close (Docs/Architecture.md, "Nothing outlives its owner").
+/// one (the owner's shutdown). Nothing started through it outlives the owner's close (Docs/Architecture.md, "Nothing
+/// outlives its owner").
 final class OwnedTasks: Sendable {
     private struct State: Sendable {
         var running: [UInt64: Task<Void, Never>] = [:]

@@ -1,4 +1,5 @@
 import Synchronization
+import ResourceKitConcurrency
 
 /// Runs one operation so that a cancel arriving before its start, during it, or after its completion is
 /// handled exactly once.
@@ -42,7 +43,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     }
 
     /// `true` once the waiter was resumed or can no longer be (completed or cancelled).
-    var isResolved: Bool {
+    package var isResolved: Bool {
         inner.withLock { $0.machine.isResolved }
     }
 
@@ -60,9 +61,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         switch action {
         case .none:
             break
-        case .resumeCancelled(let waiter, let reason, let runHook):
+        case .runHookThenResume(let waiter, let reason):
+            hook?(reason)
             waiter.resume(throwing: reason.error)
-            if runHook { hook?(reason) }
         }
     }
 
@@ -101,7 +102,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///     ``withResourceOperation(boundTo:deadline:onCancel:_:)``, or the borrowing scope) does not cancel the
     ///     operation (used for bounded cleanup); the handle and the deadline still do.
     ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
-    ///     the canceller's thread: short, non-blocking, and it must not take a lock held while completing.
+    ///     the canceller's thread, *before* the waiter resumes: when a cancelled wait throws, its hook has run.
+    ///     Short, non-blocking, and it must not take a lock held while completing.
     ///   - start: starts the operation; called at most once, never after a cancel that arrived first.
     /// - Throws: `CancellationError`, ``DeadlineExceededError``, or whatever the operation failed with.
     nonisolated(nonsending) public func run(
@@ -128,17 +130,17 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             operation?.remove(self)
             borrowed?.leave(self)
         }
-        var timer: ReactorTimerID?
+        var timer: DeadlineTimerID?
         if let deadline {
             if deadline <= .now {
                 cancel(.deadlineExceeded(deadline))
             } else {
-                timer = IOReactor.shared.schedule(at: deadline) { [weak self] in
+                timer = DeadlineTimers.shared.schedule(at: deadline) { [weak self] in
                     self?.cancel(.deadlineExceeded(deadline))
                 }
             }
         }
-        defer { if let timer { IOReactor.shared.cancelTimer(timer) } }
+        defer { if let timer { DeadlineTimers.shared.cancel(timer) } }
 
         do {
             let value: Success
@@ -167,8 +169,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             case .start:
                 start(self)
                 let (after, hook) = inner.withLock { ($0.machine.startReturned(), $0.hook) }
-                if case .runHook(let reason) = after {
+                if case .runHookThenResume(let waiter, let reason) = after {
                     hook?(reason)
+                    waiter.resume(throwing: reason.error)
                 }
             }
         }

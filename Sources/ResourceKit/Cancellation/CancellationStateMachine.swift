@@ -18,9 +18,9 @@ struct CancellationStateMachine<Waiter> {
         case cancelledBeforeStart(CancellationReason)
         /// The waiter is suspended and the start closure is running.
         case starting(Waiter)
-        /// Cancelled while starting: the waiter was resumed; the hook runs once the start closure returns, so
-        /// that it sees whatever the start registered.
-        case startingCancelled(CancellationReason)
+        /// Cancelled while starting: once the start closure returns, the hook runs (so that it sees whatever
+        /// the start registered) and then the waiter is resumed.
+        case startingCancelled(Waiter, CancellationReason)
         /// Completed while starting: the waiter was resumed with the result.
         case startingCompleted
         /// Started; waiting for completion or cancellation.
@@ -45,10 +45,13 @@ struct CancellationStateMachine<Waiter> {
 
     /// What the driver does after a cancel request.
     enum CancelAction {
-        /// Nothing: already cancelled, already completed, or not started yet (the start will see it).
+        /// Nothing now: already cancelled, already completed, not started yet (the start will see it), or
+        /// starting (``startReturned()`` finishes the cancel).
         case none
-        /// Resume the waiter with the reason's error; if `runHook`, also run the adapter's cancel hook.
-        case resumeCancelled(Waiter, CancellationReason, runHook: Bool)
+        /// Run the adapter's cancel hook, then resume the waiter with the reason's error. In that order: when
+        /// a cancelled wait throws, its hook has already run (a pool's waiter has left the queue, a reactor's
+        /// registration is gone), so the caller never observes a half-cancelled operation.
+        case runHookThenResume(Waiter, CancellationReason)
     }
 
     /// What the driver does when the operation delivers a result.
@@ -62,8 +65,9 @@ struct CancellationStateMachine<Waiter> {
     /// What the driver does once the start closure returned.
     enum StartReturnedAction {
         case none
-        /// A cancel arrived while starting: run the hook now that the start is complete.
-        case runHook(CancellationReason)
+        /// A cancel arrived while starting: run the hook now that the start is complete, then resume the
+        /// waiter with the reason's error.
+        case runHookThenResume(Waiter, CancellationReason)
     }
 
     /// The waiter suspends.
@@ -86,9 +90,9 @@ struct CancellationStateMachine<Waiter> {
         case .starting(let waiter):
             state = .running(waiter)
             return .none
-        case .startingCancelled(let reason):
+        case .startingCancelled(let waiter, let reason):
             state = .finished(reason)
-            return .runHook(reason)
+            return .runHookThenResume(waiter, reason)
         case .startingCompleted:
             state = .finished(nil)
             return .none
@@ -104,11 +108,11 @@ struct CancellationStateMachine<Waiter> {
             state = .cancelledBeforeStart(reason)
             return .none
         case .starting(let waiter):
-            state = .startingCancelled(reason)
-            return .resumeCancelled(waiter, reason, runHook: false)
+            state = .startingCancelled(waiter, reason)
+            return .none
         case .running(let waiter):
             state = .finished(reason)
-            return .resumeCancelled(waiter, reason, runHook: true)
+            return .runHookThenResume(waiter, reason)
         case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .finished:
             return .none
         }
@@ -136,7 +140,7 @@ struct CancellationStateMachine<Waiter> {
     /// The reason this operation was cancelled, if a cancel won the race.
     var cancellationReason: CancellationReason? {
         switch state {
-        case .cancelledBeforeStart(let reason), .startingCancelled(let reason):
+        case .cancelledBeforeStart(let reason), .startingCancelled(_, let reason):
             return reason
         case .finished(let reason):
             return reason

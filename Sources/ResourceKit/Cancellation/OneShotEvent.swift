@@ -1,3 +1,5 @@
+import ResourceKitConcurrency
+
 /// A one-shot event: set once (any thread, non-blocking), awaited by any number of tasks. (Not a Unix signal:
 /// ResourceKit never installs signal handlers.)
 ///
@@ -20,7 +22,7 @@ public final class OneShotEvent: Sendable {
 
     private let state = Locked(State())
 
-    /// Creates an unset signal.
+    /// Creates an event that is not set yet.
     public init() {}
 
     /// `true` once ``set()`` ran.

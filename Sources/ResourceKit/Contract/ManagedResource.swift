@@ -3,7 +3,7 @@
 /// order, events, metrics, leak reports) is done by ResourceKit, so every adapter gets it right for free.
 ///
 /// Adapters bind their blocking operations to the ``ResourceHandle`` they got at registration
-/// (``IOReactor/wait(for:_:boundTo:deadline:)``, ``BlockingPool/run(boundTo:deadline:onCancel:_:)``,
+/// (`IOReactor.wait(for:_:boundTo:deadline:)`, `BlockingPool.run(boundTo:deadline:onCancel:_:)`,
 /// ``CancellationCell/run(boundTo:deadline:shielded:onCancel:start:)``), so that a cancelled scope or task
 /// resumes them at once; `cancel()` is for stopping the *external* work: a Postgres cancel request, a socket
 /// shutdown, a signal to a child process.
@@ -11,7 +11,7 @@ public protocol ManagedResource: AnyObject, Sendable {
     /// Makes whatever the resource is doing stop now.
     ///
     /// Requirements: synchronous, non-blocking (hand blocking work such as a Postgres cancel request to
-    /// ``BlockingPool``), idempotent, callable from any thread, possibly concurrently with an operation and
+    /// `BlockingPool`), idempotent, callable from any thread, possibly concurrently with an operation and
     /// possibly before any operation started. It runs inside `withTaskCancellationHandler`'s `onCancel`, under
     /// the runtime's task lock: never take a lock that an operation holds while resuming a continuation.
     func cancel()

@@ -1,7 +1,9 @@
+import ResourceKitConcurrency
+
 /// One running operation of a resource, made by ``withResourceOperation(boundTo:deadline:onCancel:_:)``.
 ///
 /// It is the current task's innermost operation (a task-local) while its body runs: every ``CancellationCell``
-/// the body runs unshielded (so every ``IOReactor`` wait and ``BlockingPool`` job) and every nested operation
+/// the body runs unshielded (so every `IOReactor` wait and `BlockingPool` job) and every nested operation
 /// registers with it, so that cancelling the operation resumes them with the operation's reason.
 final class ResourceOperation: CancellableOperation {
     @TaskLocal static var current: ResourceOperation?

@@ -12,18 +12,19 @@
 /// - **Borrowing scope**: the calling task's innermost ``ResourceScope`` does not own the resource (a pooled
 ///   connection, one an outer scope owns): the operation joins that scope, and the scope's cancellation
 ///   (``ResourceScope/cancel()``, a parent's cancel, its deadline) stops the operation at the operation level,
-///   with the scope's reason. The scope's deadline also counts in ``ResourceHandle/operationDeadline``. The operation's waits resume with the reason's
-///   error and `onCancel` runs; ``ManagedResource/cancel()`` is *not* called. `onCancel` is where the adapter
-///   stops the external work (a Postgres cancel request, an "unblock client" command) and notes what the
-///   resource must clean up before its next operation (a late reply to drain).
+///   with the scope's reason. The scope's deadline also counts in ``ResourceHandle/operationDeadline``. The
+///   operation's waits resume with the reason's error and `onCancel` runs; ``ManagedResource/cancel()`` is
+///   *not* called. `onCancel` is where the adapter stops the external work (a Postgres cancel request, an
+///   "unblock client" command) and notes what the resource must clean up before its next operation (a late
+///   reply to drain).
 ///
 /// Cancellation: a checkpoint first: if the task, the handle or `deadline` is already cancelled or past, it
 /// throws before `body` runs (nothing is sent). While `body` runs, a cancel resumes at once every
-/// ``CancellationCell`` the body runs unshielded (``IOReactor`` waits, ``BlockingPool`` jobs, nested
+/// ``CancellationCell`` the body runs unshielded (`IOReactor` waits, `BlockingPool` jobs, nested
 /// operations), whichever handle they are bound to, then calls `onCancel` once with the reason, on the
 /// canceller's thread. The operation's caller may already be running again by then: nothing may assume that
 /// `onCancel` finished first. It must be short and non-blocking (a non-blocking send such as
-/// `SocketConnection.trySend`, a job handed to ``BlockingPool``), and must not take a lock that is held while a
+/// `SocketConnection.trySend`, a job handed to `BlockingPool`), and must not take a lock that is held while a
 /// continuation is resumed. If the body then fails, the reason's error is thrown (`CancellationError` or
 /// ``DeadlineExceededError``), whatever the body threw; if the body completed anyway, its result stands. A
 /// cancel after the body ended does nothing.
@@ -50,14 +51,14 @@ nonisolated(nonsending) public func withResourceOperation<Result>(
         onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline, scope?.deadline), scope: scope)
     parent?.add(operation)
     let borrowed = BorrowingScope.join(operation, tracked: handle, enclosing: parent, scope: scope)
-    var timer: ReactorTimerID?
+    var timer: DeadlineTimerID?
     if let deadline {
-        timer = IOReactor.shared.schedule(at: deadline) { [weak operation] in
+        timer = DeadlineTimers.shared.schedule(at: deadline) { [weak operation] in
             operation?.cancel(.deadlineExceeded(deadline))
         }
     }
     defer {
-        if let timer { IOReactor.shared.cancelTimer(timer) }
+        if let timer { DeadlineTimers.shared.cancel(timer) }
         handle?.untrack(operation)
         parent?.remove(operation)
         borrowed?.leave(operation)

@@ -18,7 +18,7 @@ public enum LeakReason: Sendable, Hashable {
     case closeTimedOut
     /// Its scope ended and the resource was still not closed.
     case unclosedAtScopeEnd
-    /// Work handed to a ``ResourceOwner`` was cancelled at shutdown and still had not stopped when the
+    /// Work handed to a `ResourceOwner` was cancelled at shutdown and still had not stopped when the
     /// owner's watchdog expired. It stays in the registry until it ends.
     case didNotStopAfterCancel
 }

@@ -1,4 +1,5 @@
 import Synchronization
+import ResourceKitConcurrency
 
 /// The plugin table and the ledger of live resources.
 ///
@@ -228,7 +229,7 @@ public final class ResourceRegistry: Sendable {
 
     /// Work that was cancelled and did not stop within its owner's watchdog: counted as leaked and
     /// reported, but kept live (it is still running and still holds what it holds).
-    func didNotStop(_ handle: ResourceHandle) {
+    package func didNotStop(_ handle: ResourceHandle) {
         state.withLock { state in
             state.counters[handle.kind.name, default: .init()].leaked += 1
             state.counters[handle.kind.name, default: .init()].leakedByReason[.didNotStopAfterCancel, default: 0] += 1

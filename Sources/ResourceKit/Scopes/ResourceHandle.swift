@@ -1,4 +1,5 @@
 import Synchronization
+import ResourceKitConcurrency
 
 /// ResourceKit's record of one registered resource: what an adapter binds its operations to.
 ///
@@ -229,7 +230,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
 
     /// The resource moved to an owner without a deadline (adoption): the old scope's deadline no longer
     /// applies. Returns `false` if the handle is no longer live or was cancelled.
-    func detachFromScope() -> Bool {
+    package func detachFromScope() -> Bool {
         state.withLock { state in
             guard state.phase == .live, state.cancelReason == nil else { return false }
             state.deadline = nil

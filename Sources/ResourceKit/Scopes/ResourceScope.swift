@@ -1,4 +1,5 @@
 import Synchronization
+import ResourceKitConcurrency
 
 /// A lifetime for resources, bound to the task that runs ``withResourceScope(_:deadline:registry:isolation:_:)``.
 ///
@@ -11,13 +12,13 @@ import Synchronization
 /// cancelled; registering into it cancels and closes the new resource at once and throws.
 ///
 /// A scope also reaches what its task *borrows* (Docs/Architecture.md, "Three levels of cancellation"): every
-/// wait the task runs through ResourceKit (a ``CancellationCell``, so every ``IOReactor`` wait, ``BlockingPool``
+/// wait the task runs through ResourceKit (a ``CancellationCell``, so every `IOReactor` wait, `BlockingPool`
 /// job and ``withResourceOperation(boundTo:deadline:onCancel:_:)``) joins the task's innermost scope when that
 /// scope does not own the resource (a pooled connection, one an outer scope owns, a pool's wait for a free
 /// connection). Cancelling the scope (``cancel()``, a parent's cancel, its deadline) then stops that operation at
 /// the operation level, with the scope's reason, and the resource lives on. Unstructured tasks inherit the
 /// scope with the other task-locals; background work a resource owns must not (start it with
-/// `ResourceScope.$current.withValue(nil)`, or through ``ResourceOwner``).
+/// `ResourceScope.$current.withValue(nil)`, or through `ResourceOwner`).
 ///
 /// What a scope does *not* do: it cannot interrupt awaits that do not go through ResourceKit (a plain
 /// `Task.sleep` in the body keeps sleeping after ``cancel()``); call ``checkCancellation()`` between steps, or
@@ -46,7 +47,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         var children: [ObjectIdentifier: ResourceScope] = [:]
         /// Operations of this scope's task on resources it does not own (they joined it: ``join(_:)``).
         var borrowers: [ObjectIdentifier: any CancellableOperation] = [:]
-        var deadlineTimer: ReactorTimerID?
+        var deadlineTimer: DeadlineTimerID?
     }
 
     private let state = Locked(State())
@@ -72,7 +73,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
             if own <= .now {
                 cancel(.deadlineExceeded(own))
             } else {
-                let timer = IOReactor.shared.schedule(at: own) { [weak self] in
+                let timer = DeadlineTimers.shared.schedule(at: own) { [weak self] in
                     self?.cancel(.deadlineExceeded(own))
                 }
                 state.withLock { $0.deadlineTimer = timer }
@@ -182,9 +183,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         return handle
     }
 
-    /// Removes `handle` from this scope without closing it (adoption by a ``ResourceOwner``). Returns `false`
+    /// Removes `handle` from this scope without closing it (adoption by a `ResourceOwner`). Returns `false`
     /// if the handle is not one of this scope's live resources, or the scope is no longer open.
-    func release(_ handle: ResourceHandle) -> Bool {
+    package func release(_ handle: ResourceHandle) -> Bool {
         state.withLock { state in
             guard state.phase == .open, state.cancelReason == nil,
                 let index = state.handles.firstIndex(where: { $0 === handle })
@@ -209,12 +210,12 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// Ends the scope: closes every resource, last acquired first, each shielded and bounded.
     @usableFromInline
     nonisolated(nonsending) func finish() async {
-        let (handles, timer) = state.withLock { state -> ([ResourceHandle], ReactorTimerID?) in
+        let (handles, timer) = state.withLock { state -> ([ResourceHandle], DeadlineTimerID?) in
             state.phase = .finishing
             defer { state.deadlineTimer = nil }
             return (state.handles, state.deadlineTimer)
         }
-        if let timer { IOReactor.shared.cancelTimer(timer) }
+        if let timer { DeadlineTimers.shared.cancel(timer) }
         var stillClosing: [ResourceHandle] = []
         for handle in handles.reversed() {
             if case .alreadyClosed = await handle.close() { stillClosing.append(handle) }

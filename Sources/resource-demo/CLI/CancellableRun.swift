@@ -1,5 +1,8 @@
+import DemoRuntime
 import DemoCommandLine
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitPatterns
 
 /// How one cancellable demo operation ended, with the time from the cancel to the task's return.
 struct RunReport<Value> {

@@ -112,7 +112,10 @@ enum CopyCommand: DemoCommand {
 extension ServeCommand: DemoCommand {
     static let name = "serve"
     static let usage =
-        "resource-demo serve  [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]"
+        """
+        resource-demo serve  [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] \
+        [--max-connections N]
+        """
     static let details = """
           A line protocol server (default 127.0.0.1:7070; port 0 picks a free one, printed on stdout).
           --metrics: also serve GET /metrics (Prometheus text format) and GET /resources (live resources, JSON)
@@ -129,17 +132,14 @@ enum BenchCommand: DemoCommand {
     static let name = "bench"
     static let usage = "resource-demo bench  [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]"
     static let details = """
-          Cancel-to-return latencies and throughput beside their references. Build with -c release.
+          Cancel-to-return latencies and throughput beside their references. Runs the separate resource-bench
+          executable (build it with: swift build -c release --product resource-bench), with these flags.
           --core: only the core's figures (reads, scope overhead, scale); no Postgres.
           --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
         """
     static let valueFlags: Set<String> = ["--postgres", "--report"]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
-        try await Bench.run(
-            quick: arguments.has("--quick"), core: arguments.has("--core"), json: arguments.has("--json"),
-            postgres: arguments.value("--postgres"), report: arguments.value("--report")
-        )
-        return 0
+        BenchEntry.replaceProcess(with: Array(CommandLine.arguments.drop { $0 != "bench" }.dropFirst()))
     }
 }

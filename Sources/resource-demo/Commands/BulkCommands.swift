@@ -1,6 +1,8 @@
+import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
+import ResourceKitConcurrency
 
 /// `resource-demo listen` and `resource-demo copy`: LISTEN/NOTIFY and COPY, each cancellable.
 enum BulkCommands {
@@ -29,7 +31,10 @@ enum BulkCommands {
                             Console.line(line.text)
                         } else {
                             Console.line(
-                                "\(notification.channel): \(notification.payload) (from backend \(notification.senderPID))"
+                                """
+                                \(notification.channel): \(notification.payload) (from backend \
+                                \(notification.senderPID))
+                                """
                             )
                         }
                     }
@@ -80,7 +85,11 @@ enum BulkCommands {
                         Console.line("COPY loaded \(loaded) rows; the table holds \(held)")
                     case .cancelled:
                         Console.line(
-                            "COPY cancelled after \(sent.withLock { $0 }) rows were sent (returned \(report.cancelToReturn?.millisecondsText ?? "?") after the cancel); the table holds \(held) rows: nothing was committed"
+                            """
+                            COPY cancelled after \(sent.withLock { $0 }) rows were sent (returned \
+                            \(report.cancelToReturn?.millisecondsText ?? "?") after the cancel); the table holds \
+                            \(held) rows: nothing was committed
+                            """
                         )
                     case .deadlineExceeded:
                         Console.line("deadline exceeded; the table holds \(held) rows")

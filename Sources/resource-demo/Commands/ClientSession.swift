@@ -1,5 +1,7 @@
 import PostgresAdapter
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
 import SocketAdapter
 
 /// One `serve` client: a reader task that frames lines and notices the disconnect, and an executor task

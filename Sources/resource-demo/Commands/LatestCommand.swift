@@ -1,6 +1,8 @@
+import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
+import ResourceKitPatterns
 
 /// `resource-demo latest [--ids a,ab,abc,...] [--debounce DURATION] [--postgres URL] [--json]`: feeds ids
 /// 50 ms apart to a ``LatestTask`` whose work is a 200 ms query; shows which ids reached the server (a
@@ -44,7 +46,11 @@ enum LatestCommand: Sendable {
                 Console.line(line.text)
             } else {
                 Console.line(
-                    "committed: \(summary.committed ?? "nothing"); runs started \(summary.stats.started), cancelled \(summary.stats.cancelled), debounced away \(summary.stats.debouncedAway); queries that reached the server: \(summary.serverExecutions)"
+                    """
+                    committed: \(summary.committed ?? "nothing"); runs started \(summary.stats.started), cancelled \
+                    \(summary.stats.cancelled), debounced away \(summary.stats.debouncedAway); queries that \
+                    reached the server: \(summary.serverExecutions)
+                    """
                 )
             }
             return 0

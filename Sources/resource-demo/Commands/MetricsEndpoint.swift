@@ -1,5 +1,8 @@
 import Foundation
 import ResourceKit
+import ResourceKitConcurrency
+import ResourceKitIO
+import ResourceKitPrometheus
 import SocketAdapter
 
 /// `serve --metrics HOST:PORT`: a minimal HTTP/1.x endpoint for operators.
@@ -113,7 +116,10 @@ enum MetricsEndpoint {
                                 let reply =
                                     admitted
                                     ? try await answer(connection, registry: registry)
-                                    : "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                                    : """
+                                    HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: \
+                                    close\r\n\r\n
+                                    """
                                 if let reply {
                                     try await connection.write(reply)
                                     try await lingeringClose(connection)

@@ -1,3 +1,4 @@
+import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
 import ResourceKit

@@ -1,10 +1,12 @@
+import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
+import ResourceKitConcurrency
 import SocketAdapter
 
-/// `resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]`: a line
-/// protocol server on loopback. Each client is a resource scope; a client that disconnects while its command
+/// `resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]`:
+/// a line protocol server on loopback. Each client is a resource scope; a client that disconnects while its command
 /// runs has its query cancelled on the server at once.
 ///
 /// Protocol (one command per line, answers end with `\n`):

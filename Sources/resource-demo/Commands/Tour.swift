@@ -1,8 +1,10 @@
+import DemoRuntime
 import DemoCommandLine
 import FileAdapter
 import Glibc
 import PostgresAdapter
 import ResourceKit
+import ResourceKitPatterns
 import SocketAdapter
 
 /// `resource-demo [tour]`: socket, FIFO and Postgres cancellation and the latest-wins pattern, ending with a
@@ -73,7 +75,10 @@ enum Tour: Sendable {
             }
             say(
                 json,
-                "1. socket: a read blocked on a loopback peer that never writes, cancelled after 150 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); \(peerSaw)"
+                """
+                1. socket: a read blocked on a loopback peer that never writes, cancelled after 150 ms: \
+                \(report.outcome.name) after \(text(report.cancelToReturn)); \(peerSaw)
+                """
             )
             return Row(
                 resource: "socket read", tornDownBy: "task cancelled", cancelToReturn: report.cancelToReturn,
@@ -92,7 +97,10 @@ enum Tour: Sendable {
             let late = scope.deadline.map { returned - $0 }
             say(
                 json,
-                "2. FIFO: a read on a FIFO whose writer stays silent, in a scope with a 150 ms deadline: \(outcome.name) \(text(late)) after the deadline"
+                """
+                2. FIFO: a read on a FIFO whose writer stays silent, in a scope with a 150 ms deadline: \
+                \(outcome.name) \(text(late)) after the deadline
+                """
             )
             return Row(
                 resource: "FIFO read", tornDownBy: "scope deadline", cancelToReturn: late,
@@ -119,7 +127,11 @@ enum Tour: Sendable {
             let reusable = probe.value == true
             say(
                 json,
-                "3. Postgres: SELECT pg_sleep(30), cancelled after 300 ms: \(report.outcome.name) after \(text(report.cancelToReturn)); backend \(connection.backendPID.map(String.init) ?? "?") is \(state) in pg_stat_activity; connection reusable: \(reusable)"
+                """
+                3. Postgres: SELECT pg_sleep(30), cancelled after 300 ms: \(report.outcome.name) after \
+                \(text(report.cancelToReturn)); backend \(connection.backendPID.map(String.init) ?? "?") is \
+                \(state) in pg_stat_activity; connection reusable: \(reusable)
+                """
             )
             rows.append(
                 Row(
@@ -134,20 +146,29 @@ enum Tour: Sendable {
         }
         say(
             json,
-            "   committed: \(summary.committed ?? "nothing"); \(summary.stats.cancelled) superseded runs cancelled on the server"
+            """
+               committed: \(summary.committed ?? "nothing"); \(summary.stats.cancelled) superseded runs cancelled \
+            on the server
+            """
         )
         let debounced = try await LatestCommand.demonstrate(
             ids: ["a", "ab", "abc", "abcd", "abcde"], debounce: .milliseconds(300), conninfo: conninfo
         ) { _, _ in }
         say(
             json,
-            "   the same burst with a 300 ms debounce: \(debounced.serverExecutions) query reached the server, committed \(debounced.committed ?? "nothing")\n"
+            """
+               the same burst with a 300 ms debounce: \(debounced.serverExecutions) query reached the server, \
+            committed \(debounced.committed ?? "nothing")\n
+            """
         )
         rows.append(
             Row(
                 resource: "latest-wins task", tornDownBy: "newer id", cancelToReturn: nil,
                 confirmation:
-                    "\(summary.serverExecutions) started, \(summary.stats.cancelled) cancelled; debounced: \(debounced.serverExecutions) ran"
+                    """
+                    \(summary.serverExecutions) started, \(summary.stats.cancelled) cancelled; debounced: \
+                    \(debounced.serverExecutions) ran
+                    """
             ))
         return rows
     }
@@ -167,7 +188,10 @@ enum Tour: Sendable {
         let cells = rows.map { [$0.resource, $0.tornDownBy, text($0.cancelToReturn), $0.confirmation] }
         for line in TextTable.lines(header: header, rows: cells) { Console.line(line) }
         Console.line(
-            "\n(cancel → return is measured from a task on the cooperative pool; the FIFO row counts from the deadline.)"
+            """
+            \n(cancel → return is measured from a task on the cooperative pool; the FIFO row counts from the \
+            deadline.)
+            """
         )
     }
 }

@@ -5,6 +5,8 @@
 
 import Glibc
 import ResourceKit
+import ResourceKitIO
+import ResourceKitProcesses
 
 /// Writes `text` to descriptor `fd` (unbuffered: the test reads the line while this process still runs).
 func say(_ text: String, to fd: Int32) {

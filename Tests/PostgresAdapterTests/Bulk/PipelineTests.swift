@@ -114,7 +114,10 @@ import Testing
                 }
             }
             print(
-                "pipeline late-cancel stress: \(completed) completed, \(cancelled) cancelled, \(stray) stray 57014, \(other) other errors"
+                """
+                pipeline late-cancel stress: \(completed) completed, \(cancelled) cancelled, \(stray) stray 57014, \
+                \(other) other errors
+                """
             )
             #expect(stray == 0)
             #expect(other == 0)

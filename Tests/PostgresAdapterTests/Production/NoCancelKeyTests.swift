@@ -30,7 +30,10 @@ import Testing
                 #expect(connection.isBroken, "a connection that could not be cancelled must not be reused")
                 let stopped = try await activity.waitUntilStopped(marker, within: .seconds(5))
                 print(
-                    "no BackendKeyData: the query stopped on the server \(stopped.map { "\($0)" } ?? "never") after the cancel"
+                    """
+                    no BackendKeyData: the query stopped on the server \(stopped.map { "\($0)" } ?? "never") after \
+                    the cancel
+                    """
                 )
                 #expect(stopped != nil, "the server query ran on")
 

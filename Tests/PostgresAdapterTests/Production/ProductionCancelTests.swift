@@ -80,7 +80,11 @@ import Testing
                 }
                 let statistics = pool.cancelStatistics.snapshot
                 print(
-                    "balancer: 200 cancels, \(collisions) with the same pid running on the other server, \(unrelatedCancelled) unrelated queries cancelled; stopped median \(Self.median(stoppedIn)), max \(stoppedIn.max() ?? .zero); paths \(statistics)"
+                    """
+                    balancer: 200 cancels, \(collisions) with the same pid running on the other server, \
+                    \(unrelatedCancelled) unrelated queries cancelled; stopped median \(Self.median(stoppedIn)), \
+                    max \(stoppedIn.max() ?? .zero); paths \(statistics)
+                    """
                 )
                 #expect(collisions > 0, "the test made no pid collide: it proves nothing")
                 #expect(unrelatedCancelled == 0)
@@ -122,7 +126,10 @@ import Testing
                 }
                 let statistics = pool.cancelStatistics.snapshot
                 print(
-                    "pgbouncer: 20 cancels, stopped on the server: median \(Self.median(stoppedIn)), max \(stoppedIn.max() ?? .zero); paths \(statistics)"
+                    """
+                    pgbouncer: 20 cancels, stopped on the server: median \(Self.median(stoppedIn)), max \
+                    \(stoppedIn.max() ?? .zero); paths \(statistics)
+                    """
                 )
                 #expect(statistics.fastPath == 0)
                 await pool.shutdown()
@@ -169,7 +176,10 @@ import Testing
                             ? "fast" : after.fastPathFellBack > before.fastPathFellBack ? "fast→request" : "request")
                 }
                 print(
-                    "control terminated, then 20 cancels: \(paths.joined(separator: " ")); \(pool.cancelStatistics.snapshot)"
+                    """
+                    control terminated, then 20 cancels: \(paths.joined(separator: " ")); \
+                    \(pool.cancelStatistics.snapshot)
+                    """
                 )
                 #expect(paths.last == "fast", "the control connection was never reopened")
                 // The same facts reach the registry's event stream.

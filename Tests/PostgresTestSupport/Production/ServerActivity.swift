@@ -30,7 +30,10 @@ public struct ServerActivity: Sendable {
         var found: [(Int, Int32)] = []
         for (index, observer) in observers.enumerated() {
             let rows = try await observer.query(
-                "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                """
+                SELECT pid FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND \
+                pid <> pg_backend_pid()
+                """
             )
             for row in rows { found.append((index, try row.decode(Int32.self, at: 0))) }
         }

@@ -1,4 +1,5 @@
 import ResourceKit
+import ResourceKitConcurrency
 import SocketAdapter
 
 // The worked example of Docs/WritingAnAdapter.md, "Composition" (the guide quotes this file between the

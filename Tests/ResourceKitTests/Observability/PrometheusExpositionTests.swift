@@ -4,6 +4,9 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
+@testable import ResourceKitConcurrency
+@testable import ResourceKitIO
+@testable import ResourceKitPrometheus
 
 /// The registry in the Prometheus text format, checked by Prometheus's own `promtool`.
 @Suite struct PrometheusExpositionTests {

@@ -1,5 +1,6 @@
 import Glibc
 import ResourceKit
+import ResourceKitConcurrency
 import ResourceKitTesting
 import Synchronization
 import TestSupport

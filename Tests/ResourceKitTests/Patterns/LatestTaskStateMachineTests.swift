@@ -1,6 +1,7 @@
 import Testing
 
 @testable import ResourceKit
+@testable import ResourceKitPatterns
 
 /// The latest-task decisions as a pure value, without tasks or I/O.
 @Suite struct LatestTaskStateMachineTests {

@@ -2,6 +2,8 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
+@testable import ResourceKitConcurrency
+@testable import ResourceKitPatterns
 
 @Suite struct OutcomeTests {
     /// The seed's pitfall: `try?` around a cancelled await lets the next statement run. Written with

@@ -3,6 +3,8 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
+@testable import ResourceKitConcurrency
+@testable import ResourceKitPatterns
 
 @Suite struct ResourceOwnerTests {
     @Test func sameKeyRunsOnceAndRequestsObserveProgressAndOutcome() async throws {

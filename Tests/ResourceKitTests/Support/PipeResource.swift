@@ -2,6 +2,7 @@ import CSystemShims
 import Synchronization
 
 @testable import ResourceKit
+@testable import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc

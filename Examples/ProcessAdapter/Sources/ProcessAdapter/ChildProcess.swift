@@ -1,5 +1,8 @@
 import Glibc
 public import ResourceKit
+public import ResourceKitIO
+import ResourceKitConcurrency
+import ResourceKitProcesses
 
 /// A child process as a resource: cancelling it sends SIGTERM, then SIGKILL after a grace period; closing
 /// it reaps the child (no zombie is left); its standard output is a stream read through the reactor.
@@ -14,7 +17,7 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
     private let input: Int32
     private let grace: Duration
     private let registration = HandleSlot()
-    private let state = Locked<(terminating: Bool, killTimer: ReactorTimerID?)>((false, nil))
+    private let state = Locked<(terminating: Bool, killTimer: DeadlineTimerID?)>((false, nil))
 
     private init(pid: Int32, output: Int32, input: Int32, grace: Duration) {
         self.pid = pid
@@ -78,7 +81,7 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
         guard first else { return }
         kill(pid, SIGTERM)
         let pid = self.pid
-        let timer = IOReactor.shared.schedule(at: .now + grace) { _ = kill(pid, SIGKILL) }
+        let timer = DeadlineTimers.shared.schedule(at: .now + grace) { _ = kill(pid, SIGKILL) }
         state.withLock { $0.killTimer = timer }
     }
     // end snippet
@@ -88,7 +91,7 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
         cancel()
         let pid = self.pid
         _ = try await BlockingPool.shared.run { try Syscall.waitForExit(pid) }
-        if let timer = state.withLock({ $0.killTimer }) { IOReactor.shared.cancelTimer(timer) }
+        if let timer = state.withLock({ $0.killTimer }) { DeadlineTimers.shared.cancel(timer) }
         output.close()
         Syscall.close(input)
     }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import ProcessAdapter
 import ResourceKit
+import ResourceKitIO
 import ResourceKitTesting
 import Testing
 

@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A value guarded by a `pthread_mutex_t`: ResourceKit's one lock type, public so that adapters (ours and
+/// third parties) share the one lock that ThreadSanitizer understands.
+///
+/// ResourceKit uses it instead of `Synchronization.Mutex` because ThreadSanitizer on Linux cannot see
+/// `Mutex`'s futex-based synchronisation and reports every guarded access as a race, which would make the
+/// sanitizer pass worthless; it does intercept `pthread_mutex_lock`.
+///
+/// `Locked` is a reference: copies share the value and the mutex. The value and the mutex live in one heap
+/// allocation.
+///
+/// `@unchecked Sendable`: the only stored property is a reference to a `LockedStorage` (not `Sendable`
+/// itself, as `ManagedBuffer` never is), whose value is only read or written inside `withLock`/`wait`,
+/// between `pthread_mutex_lock` and `pthread_mutex_unlock` on the mutex in the same object, which is
+/// initialised before the reference is shared and destroyed after the last one is gone. `Value: Sendable`
+/// keeps non-Sendable state from escaping through `withLock`'s result.
+///
+/// The rule for every caller: decide under the lock, act after it. Never resume a continuation, start a task,
+/// publish an event, call adapter code or make a system call that may block inside ``withLock(_:)``.
+public struct Locked<Value: Sendable>: @unchecked Sendable {
+    private let storage: LockedStorage<Value>
+
+    /// Creates the lock around `value`.
+    public init(_ value: Value) {
+        storage = LockedStorage.make(value, withCondition: false)
+    }
+
+    /// Creates the lock with a condition variable, for ``waitWithLock(until:)``: only for dedicated threads
+    /// (the blocking pool's), never the cooperative pool.
+    package init(_ value: Value, withCondition: Bool) {
+        storage = LockedStorage.make(value, withCondition: withCondition)
+    }
+
+    /// Runs `body` with exclusive access to the value.
+    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try storage.withLock(body)
+    }
+
+    /// With the lock: blocks the calling thread until `take` returns a result, releasing the lock while
+    /// parked. Requires `init(_:withCondition: true)`; for dedicated threads only.
+    package func waitWithLock<Result>(until take: (inout Value) -> Result?) -> Result {
+        storage.wait { value in take(&value).map { .done($0) } ?? .sleep(until: nil) }
+    }
+
+    /// With the lock: runs `step` until it returns `.done`, parking the calling thread between runs until
+    /// signalled or until the instant a `.sleep` names. Requires `init(_:withCondition: true)`; for dedicated
+    /// threads only (the deadline timers' thread).
+    package func waitWithLock<Result>(_ step: (inout Value) -> LockedWaitStep<Result>) -> Result {
+        storage.wait(step)
+    }
+
+    /// With the lock: runs `body`, then wakes one thread parked in ``waitWithLock(until:)`` (or all of them).
+    /// With the lock: runs `body`, then wakes one parked thread if `body` says so.
+    package func withLockSignalling<Result>(when body: (inout Value) -> (result: Result, signal: Bool)) -> Result {
+        storage.withLock { value in
+            let (result, signal) = body(&value)
+            if signal { storage.signal(all: false) }
+            return result
+        }
+    }
+
+    package func withLockSignalling<Result>(
+        all: Bool = false, _ body: (inout Value) throws -> Result
+    ) rethrows -> Result {
+        try storage.withLock { value in
+            defer { storage.signal(all: all) }
+            return try body(&value)
+        }
+    }
+}
+
+/// The header of a `LockedStorage`.
+struct LockedHeader<Value> {
+    var value: Value
+    let hasCondition: Bool
+}
+
+/// What a ``Locked/waitWithLock(_:)`` step decided: finish with a result, or park until signalled (`nil`) or
+/// until an instant, then run the step again.
+package enum LockedWaitStep<Result> {
+    case done(Result)
+    case sleep(until: ContinuousClock.Instant?)
+}
+
+/// The heap object behind ``Locked``: the value in the header, the pthread objects in the tail (raw words, so
+/// that a lock without a condition does not pay for one). Shared across threads only through ``Locked`` (see
+/// its proof).
+final class LockedStorage<Value>: ManagedBuffer<LockedHeader<Value>, UInt64> {
+    private static var mutexWords: Int { (MemoryLayout<pthread_mutex_t>.size + 7) / 8 }
+    private static var conditionWords: Int { (MemoryLayout<pthread_cond_t>.size + 7) / 8 }
+
+    static func make(_ value: Value, withCondition: Bool) -> LockedStorage<Value> {
+        let words = mutexWords + (withCondition ? conditionWords : 0)
+        let storage = unsafeDowncast(
+            create(minimumCapacity: words) { _ in LockedHeader(value: value, hasCondition: withCondition) },
+            to: LockedStorage<Value>.self)
+        storage.withUnsafeMutablePointerToElements { words in
+            pthread_mutex_init(Self.mutex(words), nil)
+            if withCondition {
+                // Timed waits measure against CLOCK_MONOTONIC, which wall-clock changes do not move.
+                var attributes = pthread_condattr_t()
+                pthread_condattr_init(&attributes)
+                pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+                pthread_cond_init(Self.condition(words), &attributes)
+                pthread_condattr_destroy(&attributes)
+            }
+        }
+        return storage
+    }
+
+    /// Read through a pointer: `header` would copy the whole value.
+    private var hasCondition: Bool { withUnsafeMutablePointerToHeader { $0.pointee.hasCondition } }
+
+    deinit {
+        let hasCondition = self.hasCondition
+        withUnsafeMutablePointerToElements { words in
+            if hasCondition { pthread_cond_destroy(Self.condition(words)) }
+            pthread_mutex_destroy(Self.mutex(words))
+        }
+    }
+
+    private static func mutex(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_mutex_t> {
+        UnsafeMutableRawPointer(words).assumingMemoryBound(to: pthread_mutex_t.self)
+    }
+
+    private static func condition(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_cond_t> {
+        UnsafeMutableRawPointer(words + mutexWords).assumingMemoryBound(to: pthread_cond_t.self)
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        try withUnsafeMutablePointers { value, words in
+            let mutex = Self.mutex(words)
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            return try body(&value.pointee.value)
+        }
+    }
+
+    func wait<Result>(_ step: (inout Value) -> LockedWaitStep<Result>) -> Result {
+        precondition(hasCondition, "Locked: waitWithLock needs init(_:withCondition: true)")
+        return withUnsafeMutablePointers { value, words in
+            let mutex = Self.mutex(words)
+            pthread_mutex_lock(mutex)
+            defer { pthread_mutex_unlock(mutex) }
+            while true {
+                switch step(&value.pointee.value) {
+                case .done(let result):
+                    return result
+                case .sleep(until: nil):
+                    pthread_cond_wait(Self.condition(words), mutex)
+                case .sleep(until: let instant?):
+                    let remaining = instant - .now
+                    guard remaining > .zero else { continue }
+                    var wake = timespec()
+                    clock_gettime(CLOCK_MONOTONIC, &wake)
+                    let (seconds, attoseconds) = remaining.components
+                    let nanoseconds = Int(wake.tv_nsec) + Int(attoseconds / 1_000_000_000) + 1
+                    wake.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
+                    wake.tv_nsec = nanoseconds % 1_000_000_000
+                    pthread_cond_timedwait(Self.condition(words), mutex, &wake)
+                }
+            }
+        }
+    }
+
+    /// Called with the mutex held.
+    func signal(all: Bool) {
+        guard hasCondition else { return }
+        _ = withUnsafeMutablePointerToElements { words in
+            if all {
+                pthread_cond_broadcast(Self.condition(words))
+            } else {
+                pthread_cond_signal(Self.condition(words))
+            }
+        }
+    }
+}

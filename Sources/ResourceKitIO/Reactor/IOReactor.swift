@@ -1,0 +1,227 @@
+import CSystemShims
+import Foundation
+import Synchronization
+
+public import ResourceKit
+import ResourceKitConcurrency
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An epoll thread with an eventfd wake-up: the cancellable "wait until this descriptor is readable or
+/// writable". Deadlines are the core's (`DeadlineTimers`), not the reactor's.
+///
+/// ```swift
+/// while true {
+///     let n = read(fd, buffer, count)
+///     if n >= 0 { return n }
+///     guard errno == EAGAIN else { throw SystemError.current("read") }
+///     try await IOReactor.shared.wait(for: fd, .readable, boundTo: handle)
+/// }
+/// ```
+///
+/// Cancellation: a wait throws `CancellationError` the moment its task is cancelled (from inside
+/// `withTaskCancellationHandler`), or its handle or scope is cancelled; `DeadlineExceededError` when its
+/// deadline passes. A waiter whose descriptor is closed under it gets `ResourceKitError.Code.descriptorClosed`
+/// (call ``descriptorWillClose(_:)`` before closing a descriptor that may have waiters), never a hang.
+public final class IOReactor: Sendable {
+    /// The process-wide reactor, started on first use.
+    public static let shared = IOReactor(name: "rk.reactor")
+
+    private struct State {
+        var table = ReadinessTable<CancellationCell<IOEvents>>()
+        var running = true
+    }
+
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let setupError: ResourceKitError?
+    private let state = Locked(State())
+    private let stopped = Atomic<Bool>(false)
+    private let nextWaiter = Atomic<UInt64>(0)
+    /// Every change of the number of descriptors with a waiter, for ``waitingDescriptorCounts()``.
+    private let counts = Broadcast<Int>()
+
+    /// Starts a reactor with its own thread. If epoll or eventfd cannot be created (descriptor exhaustion),
+    /// the reactor is unavailable and every wait throws `ResourceKitError.Code.reactorUnavailable`.
+    public init(name: String = "rk.reactor") {
+        let epfd = rk_epoll_create()
+        let efd = rk_eventfd_create()
+        if epfd < 0 || efd < 0 {
+            let error = SystemError.current(epfd < 0 ? "epoll_create1" : "eventfd")
+            if epfd >= 0 { Syscall.close(epfd) }
+            if efd >= 0 { Syscall.close(efd) }
+            epollFD = -1
+            wakeFD = -1
+            setupError = ResourceKitError(
+                .reactorUnavailable, "the I/O reactor could not be started", underlying: error)
+            stopped.store(true, ordering: .relaxed)
+            return
+        }
+        epollFD = epfd
+        wakeFD = efd
+        setupError = nil
+        _ = rk_epoll_ctl(epfd, ReadinessTable<Void>.CtlOperation.add.rawValue, efd, rk_EPOLLIN, 0)
+        let thread = Thread { [self] in
+            ThreadName.setCurrent(name)
+            self.loop()
+        }
+        thread.start()
+    }
+
+    /// Waits until `fd` is ready for `interest`.
+    ///
+    /// - Parameters:
+    ///   - fd: a non-blocking descriptor that can be polled (socket, pipe, FIFO, eventfd, character device).
+    ///   - interest: readable or writable.
+    ///   - handle: binds the wait to a resource: cancelling the resource or its scope (or the scope's
+    ///     deadline passing) ends the wait at once.
+    ///   - deadline: an extra deadline for this wait alone.
+    /// - Returns: the events the kernel reported (possibly spurious: retry the call and wait again).
+    /// - Throws: `CancellationError`, `DeadlineExceededError`, or `ResourceKitError` (`descriptorClosed`,
+    ///   `badDescriptor`, `notPollable`, `alreadyWaiting`, `reactorUnavailable`).
+    @discardableResult
+    nonisolated(nonsending) public func wait(
+        for fd: Int32,
+        _ interest: IOInterest,
+        boundTo handle: ResourceHandle? = nil,
+        deadline: ContinuousClock.Instant? = nil
+    ) async throws -> IOEvents {
+        if let setupError { throw setupError }
+        let cell = CancellationCell<IOEvents>()
+        // The id exists before the wait is registered, so that a cancel arriving first can name it.
+        let id = nextWaiter.add(1, ordering: .relaxed).newValue
+        return try await cell.run(
+            boundTo: handle, deadline: deadline,
+            onCancel: { _ in
+                self.removeWaiter(fd: fd, id: id)
+            }
+        ) { cell in
+            self.register(fd: fd, interest: interest, id: id, cell: cell)
+        }
+    }
+
+    private typealias Table = ReadinessTable<CancellationCell<IOEvents>>
+
+    private func register(fd: Int32, interest: IOInterest, id: UInt64, cell: CancellationCell<IOEvents>) {
+        let (request, failures) = withTable { state -> (Table.Request?, [Table.Failure]) in
+            guard state.running else {
+                return (nil, [(cell, ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"))])
+            }
+            return state.table.add(fd: fd, interest: interest, id: id, waiter: cell)
+        }
+        Self.fail(failures)
+        perform(request)
+    }
+
+    /// Makes the table's kernel calls, outside the lock, until the descriptor needs no more (at most one
+    /// call per descriptor is in flight: the table hands the next one to whoever finishes the current one).
+    private func perform(_ first: Table.Request?) {
+        var next = first
+        while let request = next {
+            let result =
+                rk_epoll_ctl(epollFD, request.op.rawValue, request.fd, request.events, request.registration) == 0
+                ? 0 : Syscall.errno
+            let (follow, failures) = withTable { $0.table.finish(request, result: result) }
+            Self.fail(failures)
+            next = follow
+        }
+    }
+
+    private static func fail(_ failures: [Table.Failure]) {
+        for (waiter, error) in failures { waiter.fail(error) }
+    }
+
+    /// Tells the reactor that `fd` is about to be closed: its waiters throw
+    /// `ResourceKitError.Code.descriptorClosed` and its registration is removed. Call it before `close(fd)`.
+    public func descriptorWillClose(_ fd: Int32) {
+        let (waiters, delete) = withTable { $0.table.descriptorWillClose(fd: fd) }
+        if let delete {
+            _ = rk_epoll_ctl(epollFD, delete.op.rawValue, fd, 0, delete.registration)
+        }
+        for waiter in waiters {
+            waiter.fail(ResourceKitError(.descriptorClosed, "the descriptor was closed while a task waited on it"))
+        }
+    }
+
+    /// Number of descriptors with a waiter (for tests and snapshots).
+    public var waitingDescriptorCount: Int { state.withLock { $0.table.count } }
+
+    /// The number of descriptors with a waiter: the current one, then every change. For tests and tools
+    /// that wait for "the read is parked" as an event rather than by polling ``waitingDescriptorCount``. The
+    /// stream ends when its consumer stops iterating; a slow consumer sees the newest counts.
+    public func waitingDescriptorCounts() -> AsyncStream<Int> {
+        counts.subscribe(bufferingNewest: 64) { waitingDescriptorCount }
+    }
+
+    /// Runs `body` under the lock; publishes the waiting-descriptor count after it if `body` changed it.
+    private func withTable<Result>(_ body: (inout State) -> Result) -> Result {
+        let (result, changed) = state.withLock { state -> (Result, Int?) in
+            let before = state.table.count
+            let result = body(&state)
+            return (result, state.table.count == before ? nil : state.table.count)
+        }
+        if let changed { counts.yield(changed) }
+        return result
+    }
+
+    /// Stops the reactor thread; every waiter throws `ResourceKitError.Code.reactorUnavailable`.
+    /// The shared reactor is never shut down.
+    public func shutdown() {
+        guard setupError == nil, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let waiters = withTable { state -> [CancellationCell<IOEvents>] in
+            state.running = false
+            return state.table.removeAll()
+        }
+        _ = rk_eventfd_signal(wakeFD)
+        for waiter in waiters {
+            waiter.fail(ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"))
+        }
+    }
+
+    /// The cancel path: forgets the waiter, under the lock, with no system call (its one-shot registration
+    /// stays armed and harmless; see ``ReadinessTable``).
+    private func removeWaiter(fd: Int32, id: UInt64) {
+        withTable { $0.table.remove(fd: fd, id: id) }
+    }
+
+    private func loop() {
+        let capacity = 256
+        var events = [UInt32](repeating: 0, count: capacity)
+        var registrations = [UInt64](repeating: 0, count: capacity)
+        let epfd = epollFD
+        while true {
+            let running = state.withLock { $0.running }
+            guard running else { break }
+            let n = events.withUnsafeMutableBufferPointer { ev in
+                registrations.withUnsafeMutableBufferPointer { reg in
+                    rk_epoll_wait(epfd, ev.baseAddress, reg.baseAddress, Int32(capacity), -1)
+                }
+            }
+            let count = max(Int(n), 0)
+            var woken = false
+            var ready: [(CancellationCell<IOEvents>, IOEvents)] = []
+            var rearm: [Table.Request] = []
+            withTable { state in
+                for i in 0..<count {
+                    if registrations[i] == 0 {
+                        woken = true
+                        continue
+                    }
+                    let (fired, request) = state.table.fire(registration: registrations[i], events: events[i])
+                    ready += fired
+                    if let request { rearm.append(request) }
+                }
+            }
+            if woken { _ = rk_eventfd_drain(wakeFD) }
+            for (waiter, reported) in ready {
+                waiter.succeed(reported)
+            }
+            for request in rearm {
+                perform(request)
+            }
+        }
+        Syscall.close(wakeFD)
+        Syscall.close(epollFD)
+    }
+}

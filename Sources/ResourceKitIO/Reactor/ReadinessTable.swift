@@ -1,0 +1,323 @@
+import CSystemShims
+
+import ResourceKit
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The reactor's bookkeeping of which waiter waits on which descriptor, as a value that decides and never
+/// acts: every method returns the kernel call to make (a ``Request``), which the reactor performs *after*
+/// releasing its lock, then reports back with ``finish(_:result:)``. Tested without epoll.
+///
+/// Rules:
+/// - Every kernel registration carries a registration id, new for every `EPOLL_CTL_ADD`: an event for a
+///   descriptor that was closed and whose number was reused is recognised as stale and never reaches a waiter.
+/// - Registrations are one-shot. After an event the kernel registration is disarmed; it is re-armed (`MOD`)
+///   only when waiters remain.
+/// - At most one kernel call per descriptor is in flight. A change made meanwhile is picked up when that
+///   call finishes (``finish(_:result:)`` returns the next call), so calls on one descriptor never overtake
+///   each other although none is made under the lock.
+/// - Removing a waiter (cancellation) makes no kernel call: the registration stays armed and harmless (its
+///   event finds no waiter), the next wait on the descriptor re-arms it, ``descriptorWillClose(fd:)`` deletes it.
+/// - A new waiter always costs one call (`ADD` or `MOD`): the kernel's answer tells whether the descriptor
+///   was closed and its number reused under earlier waiters (`ENOENT`), which are then evicted.
+struct ReadinessTable<Waiter> {
+    enum CtlOperation: Int32, Sendable {
+        case add = 1
+        case delete = 2
+        case modify = 3
+    }
+
+    /// One `epoll_ctl` to make, outside the lock.
+    struct Request: Equatable, Sendable {
+        var op: CtlOperation
+        var fd: Int32
+        var events: UInt32
+        var registration: UInt64
+        /// The waiters (and contenders) whose registration this call confirms.
+        var covers: [UInt64] = []
+    }
+
+    /// A waiter that must fail, and why.
+    typealias Failure = (waiter: Waiter, error: ResourceKitError)
+
+    /// What the kernel holds for an entry, as far as the table knows.
+    enum Kernel: Equatable, Sendable {
+        case unregistered
+        case armed(UInt32)
+        /// Registered, but its one-shot event fired: nothing arrives until the next `MOD`.
+        case disarmed
+    }
+
+    struct Slot {
+        var id: UInt64
+        var waiter: Waiter
+        /// A kernel call that included this waiter succeeded.
+        var confirmed = false
+    }
+
+    /// A waiter that asked for a slot another (confirmed) waiter holds: the next kernel answer decides
+    /// whether the holder is stale (descriptor reused: the contender takes its place) or live (the contender
+    /// fails with `alreadyWaiting`).
+    struct Contender {
+        var interest: IOInterest
+        var slot: Slot
+    }
+
+    struct Entry {
+        var registration: UInt64
+        var kernel = Kernel.unregistered
+        var reader: Slot?
+        var writer: Slot?
+        var contenders: [Contender] = []
+        var syncing = false
+        /// An event fired while a kernel call was in flight: the call's success cannot mean "armed".
+        var firedWhileSyncing = false
+
+        var hasWaiters: Bool { reader != nil || writer != nil }
+
+        var mask: UInt32 {
+            var bits: UInt32 = 0
+            if reader != nil { bits |= rk_EPOLLIN | rk_EPOLLRDHUP }
+            if writer != nil { bits |= rk_EPOLLOUT }
+            return bits == 0 ? 0 : bits | rk_EPOLLONESHOT
+        }
+
+        var needsVerification: Bool {
+            reader.map { !$0.confirmed } ?? false || writer.map { !$0.confirmed } ?? false || !contenders.isEmpty
+        }
+
+        var allWaiters: [Waiter] {
+            [reader?.waiter, writer?.waiter].compactMap { $0 } + contenders.map(\.slot.waiter)
+        }
+
+        subscript(interest: IOInterest) -> Slot? {
+            get { interest == .readable ? reader : writer }
+            set { if interest == .readable { reader = newValue } else { writer = newValue } }
+        }
+    }
+
+    private(set) var entries: [Int32: Entry] = [:]
+    private var fdByRegistration: [UInt64: Int32] = [:]
+    /// Registration 0 is reserved for the reactor's own wake-up descriptor.
+    private var nextRegistration: UInt64 = 1
+    /// Number of descriptors with at least one waiter.
+    private(set) var count = 0
+
+    // MARK: events
+
+    /// Adds a waiter. Returns the kernel call to make (if none is in flight for `fd`) and waiters to fail.
+    mutating func add(fd: Int32, interest: IOInterest, id: UInt64, waiter: Waiter) -> (Request?, [Failure]) {
+        let slot = Slot(id: id, waiter: waiter)
+        guard var entry = entries[fd] else {
+            var entry = Entry(registration: newRegistration(for: fd))
+            entry[interest] = slot
+            store(entry, at: fd)
+            return (beginSync(fd), [])
+        }
+        if let holder = entry[interest] {
+            // A confirmed holder may be stale (its descriptor closed and reused): ask the kernel. An
+            // unconfirmed one was added since the last call, so it is live: refuse at once.
+            guard holder.confirmed else {
+                return (nil, [(waiter, Self.alreadyWaiting)])
+            }
+            entry.contenders.append(Contender(interest: interest, slot: slot))
+        } else {
+            entry[interest] = slot
+        }
+        store(entry, at: fd)
+        return (beginSync(fd), [])
+    }
+
+    /// Removes a cancelled waiter. Makes no kernel call (see the type's rules). Unknown ids are ignored.
+    mutating func remove(fd: Int32, id: UInt64) {
+        guard var entry = entries[fd] else { return }
+        if let index = entry.contenders.firstIndex(where: { $0.slot.id == id }) {
+            entry.contenders.remove(at: index)
+        } else if entry.reader?.id == id {
+            entry.reader = nil
+            promoteContender(for: .readable, in: &entry)
+        } else if entry.writer?.id == id {
+            entry.writer = nil
+            promoteContender(for: .writable, in: &entry)
+        } else {
+            return
+        }
+        store(entry, at: fd)
+    }
+
+    /// The kernel reported `events` for `registration` (its one-shot registration is now disarmed).
+    /// Returns the waiters to resume and the re-arming call if waiters remain. Stale registrations are ignored.
+    mutating func fire(registration: UInt64, events: UInt32) -> (ready: [(Waiter, IOEvents)], Request?) {
+        guard let fd = fdByRegistration[registration], var entry = entries[fd], entry.registration == registration
+        else {
+            return ([], nil)
+        }
+        entry.kernel = .disarmed
+        if entry.syncing { entry.firedWhileSyncing = true }
+        let reported = IOEvents(epoll: events)
+        let readable = events & (rk_EPOLLIN | rk_EPOLLRDHUP | rk_EPOLLHUP | rk_EPOLLERR) != 0
+        let writable = events & (rk_EPOLLOUT | rk_EPOLLHUP | rk_EPOLLERR) != 0
+        var ready: [(Waiter, IOEvents)] = []
+        if readable, let reader = entry.reader {
+            ready.append((reader.waiter, reported))
+            entry.reader = nil
+        }
+        if writable, let writer = entry.writer {
+            ready.append((writer.waiter, reported))
+            entry.writer = nil
+        }
+        store(entry, at: fd)
+        return (ready, entry.hasWaiters ? beginSync(fd) : nil)
+    }
+
+    /// A kernel call returned `result` (0 or an errno). Returns the next call for the same descriptor, if
+    /// one is needed, and the waiters to fail.
+    mutating func finish(_ request: Request, result: Int32) -> (Request?, [Failure]) {
+        let fd = request.fd
+        guard var entry = entries[fd], entry.registration == request.registration, entry.syncing else {
+            return (nil, [])
+        }
+        entry.syncing = false
+        var failures: [Failure] = []
+        switch (request.op, result) {
+        case (_, 0):
+            entry.kernel = entry.firedWhileSyncing ? .disarmed : .armed(request.events)
+            for interest in [IOInterest.readable, .writable]
+            where entry[interest].map({ request.covers.contains($0.id) }) ?? false {
+                entry[interest]?.confirmed = true
+            }
+            // The holders are live: contenders covered by this call lose.
+            entry.contenders.removeAll { contender in
+                guard request.covers.contains(contender.slot.id) else { return false }
+                failures.append((contender.slot.waiter, Self.alreadyWaiting))
+                return true
+            }
+        case (.modify, ENOENT):
+            // The kernel forgot the registration: the descriptor was closed (and perhaps its number reused)
+            // under the confirmed waiters, which can never be woken by it. Later waiters get a new registration.
+            for interest in [IOInterest.readable, .writable] {
+                if let holder = entry[interest], holder.confirmed {
+                    failures.append((holder.waiter, Self.descriptorClosed))
+                    entry[interest] = nil
+                    promoteContender(for: interest, in: &entry)
+                }
+            }
+            for contender in entry.contenders {
+                failures.append((contender.slot.waiter, Self.alreadyWaiting))
+            }
+            entry.contenders = []
+            fdByRegistration.removeValue(forKey: entry.registration)
+            entry.registration = newRegistration(for: fd)
+            entry.kernel = .unregistered
+        case (.add, EEXIST):
+            // A registration we no longer track is still in the kernel: take it over with `MOD`.
+            entry.kernel = .disarmed
+        default:
+            let error = Self.error(for: request.op, errno: result)
+            failures += entry.allWaiters.map { ($0, error) }
+            entries.removeValue(forKey: fd)
+            fdByRegistration.removeValue(forKey: entry.registration)
+            if entry.hasWaiters { count -= 1 }
+            return (nil, failures)
+        }
+        entry.firedWhileSyncing = false
+        store(entry, at: fd)
+        return (beginSync(fd), failures)
+    }
+
+    /// The descriptor is about to be closed: forget it. Returns its waiters (fail them with
+    /// `descriptorClosed`) and the `DEL` to make.
+    mutating func descriptorWillClose(fd: Int32) -> (waiters: [Waiter], Request?) {
+        guard let entry = entries.removeValue(forKey: fd) else { return ([], nil) }
+        fdByRegistration.removeValue(forKey: entry.registration)
+        if entry.hasWaiters { count -= 1 }
+        let registered = entry.kernel != .unregistered || entry.syncing
+        return (
+            entry.allWaiters,
+            registered ? Request(op: .delete, fd: fd, events: 0, registration: entry.registration) : nil
+        )
+    }
+
+    /// Every waiter, removing all entries (reactor shutdown); the reactor's epoll descriptor is closed next,
+    /// so no kernel call is needed.
+    mutating func removeAll() -> [Waiter] {
+        let all = entries.values.flatMap(\.allWaiters)
+        entries = [:]
+        fdByRegistration = [:]
+        count = 0
+        return all
+    }
+
+    // MARK: decisions
+
+    /// Starts a kernel call for `fd` unless one is in flight (its ``finish(_:result:)`` will look again) or
+    /// the kernel already holds what the waiters need.
+    private mutating func beginSync(_ fd: Int32) -> Request? {
+        guard var entry = entries[fd], !entry.syncing else { return nil }
+        let wanted = entry.mask
+        guard wanted != 0 else { return nil }
+        let op: CtlOperation
+        switch entry.kernel {
+        case .unregistered:
+            op = .add
+        case .armed(let current):
+            guard entry.needsVerification || wanted & ~current != 0 else { return nil }
+            op = .modify
+        case .disarmed:
+            op = .modify
+        }
+        entry.syncing = true
+        entries[fd] = entry
+        let covers = [entry.reader?.id, entry.writer?.id].compactMap { $0 } + entry.contenders.map(\.slot.id)
+        return Request(op: op, fd: fd, events: wanted, registration: entry.registration, covers: covers)
+    }
+
+    private mutating func promoteContender(for interest: IOInterest, in entry: inout Entry) {
+        guard entry[interest] == nil, let index = entry.contenders.firstIndex(where: { $0.interest == interest }) else {
+            return
+        }
+        entry[interest] = entry.contenders.remove(at: index).slot
+        entry[interest]?.confirmed = false
+    }
+
+    private mutating func newRegistration(for fd: Int32) -> UInt64 {
+        let registration = nextRegistration
+        nextRegistration += 1
+        fdByRegistration[registration] = fd
+        return registration
+    }
+
+    /// Stores `entry`, keeping ``count`` in step.
+    private mutating func store(_ entry: Entry, at fd: Int32) {
+        let had = entries[fd]?.hasWaiters ?? false
+        entries[fd] = entry
+        if had != entry.hasWaiters { count += entry.hasWaiters ? 1 : -1 }
+    }
+
+    private static var alreadyWaiting: ResourceKitError {
+        ResourceKitError(.alreadyWaiting, "another task already waits for this readiness on this descriptor")
+    }
+
+    private static var descriptorClosed: ResourceKitError {
+        ResourceKitError(.descriptorClosed, "the descriptor was closed while a task waited on it")
+    }
+
+    private static func error(for op: CtlOperation, errno result: Int32) -> ResourceKitError {
+        let cause = SystemError("epoll_ctl", errno: result)
+        switch result {
+        case EPERM:
+            return ResourceKitError(
+                .notPollable, "this descriptor cannot be waited on (regular file or directory); use the blocking pool")
+        case EBADF, ENOENT:
+            return ResourceKitError(.badDescriptor, "the descriptor is not open", underlying: cause)
+        default:
+            return ResourceKitError(.reactorUnavailable, "epoll_ctl failed", underlying: cause)
+        }
+    }
+}
+
+extension ReadinessTable: Sendable where Waiter: Sendable {}
+extension ReadinessTable.Entry: Sendable where Waiter: Sendable {}
+extension ReadinessTable.Slot: Sendable where Waiter: Sendable {}
+extension ReadinessTable.Contender: Sendable where Waiter: Sendable {}

@@ -1,0 +1,188 @@
+import Foundation
+import Glibc
+import PostgresAdapter
+import ResourceKit
+import ResourceKitIO
+import ResourceKitProcesses
+
+/// Issue #15's figures: throughput and CPU per query under concurrency against 16 blocking libpq threads,
+/// COPY both ways against `psql \copy`, and a pipeline against sequential queries.
+enum BulkBench {
+    /// User + system CPU time of this process, in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
+
+    struct Concurrency {
+        var oursQPS = Samples("64 tasks over a pool of 16: SELECT $1::int", unit: "qps")
+        var rawQPS = Samples("16 threads, blocking libpq loop each", unit: "qps")
+        var oursCPU = Samples("CPU per query, 64 tasks over a pool of 16", unit: "us")
+        var rawCPU = Samples("CPU per query, 16 blocking libpq threads", unit: "us")
+    }
+
+    /// `batches` rounds, interleaved: ours (64 tasks sharing 16 pooled connections), then the reference (16
+    /// threads, one blocking connection each); each runs `queries` queries in all.
+    static func concurrency(queries: Int, batches: Int, conninfo: String) async throws -> Concurrency {
+        var figures = Concurrency()
+        let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
+        let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
+        // Warm: every pooled connection open.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<16 {
+                group.addTask { _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.05)") } }
+            }
+            try await group.waitForAll()
+        }
+        for _ in 0..<batches {
+            var cpu = cpuSeconds()
+            var start = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for task in 0..<64 {
+                    group.addTask {
+                        for index in 0..<(queries / 64) {
+                            _ = try await pool.withConnection {
+                                try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
+                            }
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            var elapsed = Samples.convert(.now - start, to: "ms") / 1000
+            figures.oursQPS.values.append(Double(queries) / elapsed)
+            figures.oursCPU.values.append((cpuSeconds() - cpu) * 1e6 / Double(queries))
+
+            cpu = cpuSeconds()
+            start = .now
+            await withTaskGroup(of: Void.self) { group in
+                for raw in raws {
+                    group.addTask {
+                        await RawLibPQConnection.onThread {
+                            for index in 0..<(queries / 16) { raw.exec("SELECT $1::int", String(index)) }
+                        }
+                    }
+                }
+            }
+            elapsed = Samples.convert(.now - start, to: "ms") / 1000
+            figures.rawQPS.values.append(Double(queries) / elapsed)
+            figures.rawCPU.values.append((cpuSeconds() - cpu) * 1e6 / Double(queries))
+        }
+        await pool.shutdown()
+        return figures
+    }
+
+    struct Copy {
+        var outOurs = Samples("COPY TO STDOUT, 1M rows: copyOut()", unit: "rows/s")
+        var outPsql = Samples("psql \\copy ... TO /dev/null", unit: "rows/s")
+        var inOurs = Samples("COPY FROM STDIN, 1M rows: copyIn()", unit: "rows/s")
+        var inPsql = Samples("psql \\copy ... FROM a file", unit: "rows/s")
+    }
+
+    /// COPY out and in of `rows` rows, ours and `psql \copy`'s, interleaved over `rounds`.
+    static func copy(rows: Int, rounds: Int, conninfo: String) async throws -> Copy {
+        var figures = Copy()
+        let directory = NSTemporaryDirectory() + "rk-bench-copy-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var text = ""
+        text.reserveCapacity(rows * 20)
+        for value in 1...rows { text += "\(value)\trow \(value)\n" }
+        let data = Array(text.utf8)
+        text = ""
+        let file = directory + "/rows.tsv"
+        try Data(data).write(to: URL(fileURLWithPath: file))
+        let chunks = stride(from: 0, to: data.count, by: 65_536).map {
+            Array(data[$0..<Swift.min($0 + 65_536, data.count)])
+        }
+        let select = "SELECT n, 'row ' || n FROM generate_series(1, \(rows)) AS n"
+        try await withResourceScope("bench.copy", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            try await connection.execute("DROP TABLE IF EXISTS resource_bench_copy")
+            try await connection.execute("CREATE UNLOGGED TABLE resource_bench_copy (n int8, label text)")
+            for _ in 0..<rounds {
+                var start = ContinuousClock.now
+                var count = 0
+                for try await chunk in try await connection.copyOut("COPY (\(select)) TO STDOUT") {
+                    for byte in chunk where byte == UInt8(ascii: "\n") { count += 1 }  // a chunk holds whole rows
+                }
+                figures.outOurs.values.append(Double(count) / seconds(since: start))
+
+                start = .now
+                try await psql(conninfo, "\\copy (\(select)) TO '/dev/null'")
+                figures.outPsql.values.append(Double(rows) / seconds(since: start))
+
+                try await connection.execute("TRUNCATE resource_bench_copy")
+                start = .now
+                let loaded = try await connection.copyIn(
+                    "COPY resource_bench_copy FROM STDIN", from: Chunks(chunks: chunks))
+                figures.inOurs.values.append(Double(loaded) / seconds(since: start))
+
+                try await connection.execute("TRUNCATE resource_bench_copy")
+                start = .now
+                try await psql(conninfo, "\\copy resource_bench_copy FROM '\(file)'")
+                figures.inPsql.values.append(Double(rows) / seconds(since: start))
+                try await connection.execute("TRUNCATE resource_bench_copy")
+            }
+            try await connection.execute("DROP TABLE resource_bench_copy")
+        }
+        return figures
+    }
+
+    struct Chunks: AsyncSequence, Sendable {
+        typealias Element = [UInt8]
+        let chunks: [[UInt8]]
+        struct AsyncIterator: AsyncIteratorProtocol {
+            var index = 0
+            let chunks: [[UInt8]]
+            mutating func next() async -> [UInt8]? {
+                guard index < chunks.count else { return nil }
+                defer { index += 1 }
+                return chunks[index]
+            }
+        }
+        func makeAsyncIterator() -> AsyncIterator { AsyncIterator(chunks: chunks) }
+    }
+
+    /// Runs `psql <conninfo> -c <command>` (blocking: on the blocking pool); throws if it fails.
+    static func psql(_ conninfo: String, _ command: String) async throws {
+        let status = try await BlockingPool.shared.run { () -> Int32 in
+            let arguments = ["psql", conninfo, "-q", "-v", "ON_ERROR_STOP=1", "-c", command]
+            guard let pid = try? Syscall.spawn(arguments, standardOutput: .nullDevice) else { return -1 }
+            return (try? Syscall.waitForExit(pid)) ?? -1
+        }
+        guard status == 0 else {
+            throw PostgresError(.connection, "psql failed (status \(status)); is the PostgreSQL client installed?")
+        }
+    }
+
+    static func seconds(since start: ContinuousClock.Instant) -> Double {
+        Samples.convert(.now - start, to: "ms") / 1000
+    }
+
+    /// A pipeline of `statements` `SELECT $1::int` against as many sequential queries, same connection.
+    static func pipeline(statements: Int, rounds: Int, conninfo: String) async throws -> (
+        pipeline: Samples, sequential: Samples
+    ) {
+        var pipelined = Samples("pipeline of 1000 SELECT $1::int", unit: "qps")
+        var sequential = Samples("1000 sequential SELECT $1::int, same connection", unit: "qps")
+        try await withResourceScope("bench.pipeline", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let batch = (0..<statements).map { PostgresStatement("SELECT $1::int", [$0]) }
+            for _ in 0..<rounds {
+                var start = ContinuousClock.now
+                let results = try await connection.pipeline(batch)
+                guard results.allSatisfy({ (try? $0.get()) != nil }) else {
+                    throw PostgresError(.invalidQuery, "a pipelined statement failed")
+                }
+                pipelined.values.append(Double(statements) / seconds(since: start))
+                start = .now
+                for index in 0..<statements { _ = try await connection.query("SELECT $1::int", [index]) }
+                sequential.values.append(Double(statements) / seconds(since: start))
+            }
+        }
+        return (pipelined, sequential)
+    }
+}
