@@ -81,6 +81,13 @@ let package = Package(
             dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses"],
             swiftSettings: strict
         ),
+        // Watching a server's backends through pg_stat_activity: for the demo, the benchmark and the tests, not
+        // part of the production adapter (no product).
+        .target(
+            name: "PostgresActivity",
+            dependencies: ["PostgresAdapter", "ResourceKit"],
+            swiftSettings: strict
+        ),
         // The CLI's command table and argument parsing, as a library so that they are unit-tested in-process.
         .target(name: "DemoCommandLine", swiftSettings: strict),
         // What the CLI and the benchmark share: console output, signals, the Postgres target, a silent FIFO.
@@ -96,6 +103,7 @@ let package = Package(
         .executableTarget(
             name: "resource-demo",
             dependencies: [
+                "PostgresActivity",
                 "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns",
                 "ResourceKitPrometheus", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres",
                 "DemoCommandLine", "DemoRuntime",
@@ -106,6 +114,7 @@ let package = Package(
         .executableTarget(
             name: "resource-bench",
             dependencies: [
+                "PostgresActivity",
                 "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses", "ResourceKitTesting",
                 "SocketAdapter", "FileAdapter", "PostgresAdapter", "CLibPQ", "DemoCommandLine", "DemoRuntime",
             ],
@@ -127,6 +136,7 @@ let package = Package(
         .target(
             name: "PostgresTestSupport",
             dependencies: [
+                "PostgresActivity",
                 "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "TestSupport", "ResourceKit", "PostgresAdapter", "EmbeddedPostgres",
@@ -164,6 +174,7 @@ let package = Package(
         .testTarget(
             name: "PostgresAdapterTests",
             dependencies: [
+                "PostgresActivity",
                 "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport",
@@ -187,6 +198,7 @@ let package = Package(
         .testTarget(
             name: "ReliabilityTests",
             dependencies: [
+                "PostgresActivity",
                 "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "resource-demo", "rk-spawn-probe", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter",
@@ -211,6 +223,7 @@ let package = Package(
         .testTarget(
             name: "ResourceDemoTests",
             dependencies: [
+                "PostgresActivity",
                 "ResourceKitConcurrency",
                 "resource-demo", "PostgresAdapter", "ResourceKit", "ResourceKitTesting", "TestSupport",
                 "PostgresTestSupport",

@@ -66,7 +66,7 @@ public enum PrometheusExposition {
 
         let events = "resourcekit_adapter_events_total"
         family(
-            &text, events, "counter", "Events adapters reported, by name (for Postgres: which path each cancel took).")
+            &text, events, "counter", "Events adapters reported, by kind and event name.")
         for kind in sortedKinds {
             for (name, count) in (snapshot.counters[kind]?.adapterEvents ?? [:]).sorted(by: { $0.key < $1.key }) {
                 sample(&text, events, ["kind": kind, "event": name], Double(count))

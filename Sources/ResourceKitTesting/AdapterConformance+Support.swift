@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import ResourceKit
+@_spi(Testing) import ResourceKit
 import ResourceKitConcurrency
 import ResourceKitIO
 

@@ -11,17 +11,36 @@ import Glibc
 /// Descriptions name the failed call and the error, not the address.
 public struct SocketError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong.
-    public enum Code: String, Sendable, Hashable {
-        case connectionRefused
-        case connectionReset
-        case unreachable
-        case timedOut
-        case addressInUse
-        case addressNotAvailable
-        case brokenPipe
-        case resolutionFailed
-        case invalidAddress
-        case other
+    ///
+    /// An opaque code: compare it with the static members (`error.code == .connectionRefused`). New codes may be
+    /// added in any release, so a `switch` over codes needs a `default`.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// Nothing listens at the address (`ECONNREFUSED`).
+        public static let connectionRefused = Code("connectionRefused")
+        /// The peer reset or aborted the connection (`ECONNRESET`, `ECONNABORTED`).
+        public static let connectionReset = Code("connectionReset")
+        /// No route to the host or network.
+        public static let unreachable = Code("unreachable")
+        /// The kernel gave up on the connection (`ETIMEDOUT`).
+        public static let timedOut = Code("timedOut")
+        /// The local address is taken (`EADDRINUSE`).
+        public static let addressInUse = Code("addressInUse")
+        /// The local address does not exist here (`EADDRNOTAVAIL`).
+        public static let addressNotAvailable = Code("addressNotAvailable")
+        /// A write after the peer closed its end (`EPIPE`).
+        public static let brokenPipe = Code("brokenPipe")
+        /// The host name did not resolve (`errno` holds the `getaddrinfo` error).
+        public static let resolutionFailed = Code("resolutionFailed")
+        /// The address or port is malformed; nothing was sent.
+        public static let invalidAddress = Code("invalidAddress")
+        /// Any other `errno`; see ``errno``.
+        public static let other = Code("other")
+
+        /// The code's name, as in `SocketError.connectionRefused`.
+        public var description: String { name }
     }
 
     public let code: Code
@@ -54,9 +73,9 @@ public struct SocketError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         if errno == 0 || code == .resolutionFailed {
-            return "SocketError.\(code.rawValue) (\(call))"
+            return "SocketError.\(code) (\(call))"
         }
         return
-            "SocketError.\(code.rawValue): \(call) failed: \(SystemError(call, errno: errno).reason) (errno \(errno))"
+            "SocketError.\(code): \(call) failed: \(SystemError(call, errno: errno).reason) (errno \(errno))"
     }
 }

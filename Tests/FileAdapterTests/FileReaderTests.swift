@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitIO
+@_spi(Testing) @testable import ResourceKitIO
 
 /// Regular files: chunked `pread` on the blocking pool; follow mode through inotify.
 @Suite struct FileReaderTests {

@@ -2,7 +2,7 @@ import CSystemShims
 import FileAdapter
 import Glibc
 import ResourceKit
-import ResourceKitIO
+@_spi(Testing) import ResourceKitIO
 import ResourceKitTesting
 import TestSupport
 import Testing

@@ -75,7 +75,8 @@ import Testing
         try await withResourceScope("carried.off", deadline: .now + .seconds(20), registry: ResourceRegistry()) {
             scope in
             let connection = try await PostgresConnection.connect(
-                conninfo, in: scope, session: PostgresSessionOptions(carriesDeadlineToServer: false))
+                conninfo, in: scope,
+                configuration: .init(session: PostgresSessionOptions(carriesDeadlineToServer: false)))
             #expect(try await Self.timeoutSeen(by: connection) == 0)
         }
     }
@@ -88,7 +89,7 @@ import Testing
                 String.self, at: 0)
             #expect(setting == "1s")
             let unwatched = try await PostgresConnection.connect(
-                conninfo, in: scope, session: PostgresSessionOptions(clientCheckInterval: nil))
+                conninfo, in: scope, configuration: .init(session: PostgresSessionOptions(clientCheckInterval: nil)))
             #expect(
                 try await unwatched.query("SHOW client_connection_check_interval").first?.decode(String.self, at: 0)
                     == "0")

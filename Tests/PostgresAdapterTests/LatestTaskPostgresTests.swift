@@ -1,5 +1,6 @@
 import Foundation
 import PostgresAdapter
+import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
 import ResourceKitPatterns

@@ -6,6 +6,7 @@ import TestSupport
 import Testing
 
 @testable import PostgresAdapter
+import PostgresActivity
 
 /// The scenarios of shared/POSTGRES-SCENARIOS.md that apply, against a real server.
 @Suite struct PostgresCancellationTests {
@@ -99,7 +100,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .seconds(60))
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: scope, configuration: .init(cancelTimeout: .seconds(60)))
             let rows = AsyncStream<Int>.makeStream()
             let task = Task {
                 for try await row in try await connection.stream("SELECT generate_series(1, 100000000)") {
@@ -184,7 +186,8 @@ import Testing
         let registry = ResourceRegistry()
         try await withResourceScope("close", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            let connection = try await PostgresConnection.connect(conninfo, in: nil, registry: registry)
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: nil, configuration: .init(registry: registry))
             let pid = try #require(connection.backendPID)
             let handle = connection.handle
             let task = Task { try await connection.execute("SELECT pg_sleep(20)") }

@@ -1,3 +1,4 @@
+import PostgresActivity
 @_spi(Testing) import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 import PostgresTestSupport
-import ResourceKit
+@_spi(Testing) import ResourceKit
 import ResourceKitTesting
 import TestSupport
 import Testing

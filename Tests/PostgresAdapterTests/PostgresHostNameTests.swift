@@ -2,7 +2,7 @@ import Dispatch
 import PostgresTestSupport
 import ResourceKit
 import ResourceKitConcurrency
-import ResourceKitIO
+@_spi(Testing) import ResourceKitIO
 import ResourceKitTesting
 import TestSupport
 import Testing
@@ -72,7 +72,8 @@ import Testing
         let registry = ResourceRegistry()
         let task = Task {
             try await withResourceScope("resolve", registry: registry) { scope in
-                try await PostgresConnection.connect("host=localhost port=1 user=u", in: scope, pool: pool)
+                try await PostgresConnection.connect(
+                    "host=localhost port=1 user=u", in: scope, configuration: .init(blockingPool: pool))
             }
         }
         try await until("resolution queued", pool.queuedCountUpdates()) { $0 == 1 }
@@ -94,9 +95,9 @@ import Testing
         try await withResourceScope("notices", registry: ResourceRegistry()) { scope in
             let connection = try await PostgresConnection.connect(
                 conninfo, in: scope,
-                onNotice: { notice in
+                configuration: .init(onNotice: { notice in
                     received.withLock { $0.append(notice) }
-                })
+                }))
             try await connection.execute("DO $$ BEGIN RAISE WARNING 'x'; END $$")
         }
         let notices = received.withLock { $0 }

@@ -1,6 +1,7 @@
 public import EmbeddedPostgres
 import Foundation
 public import PostgresAdapter
+import PostgresActivity
 import ResourceKit
 import ResourceKitConcurrency
 import TestSupport

@@ -1,5 +1,6 @@
 import Glibc
 import PostgresAdapter
+import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
 import ResourceKitIO

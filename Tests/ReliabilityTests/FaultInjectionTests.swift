@@ -2,9 +2,10 @@ import FileAdapter
 import Foundation
 import Glibc
 import PostgresAdapter
+import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
-import ResourceKitIO
+@_spi(Testing) import ResourceKitIO
 import ResourceKitProcesses
 import SocketAdapter
 import ResourceKitTesting

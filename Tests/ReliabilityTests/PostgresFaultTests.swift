@@ -17,7 +17,7 @@ import Testing
         try await withResourceScope("frozen", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             let connection = try await PostgresConnection.connect(
-                conninfo, in: scope, cancelTimeout: .milliseconds(500))
+                conninfo, in: scope, configuration: .init(cancelTimeout: .milliseconds(500)))
             let pid = try #require(connection.backendPID)
             let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
             try await TestDatabase.waitUntilActive(pid, observer: observer)
@@ -38,7 +38,7 @@ import Testing
             try await withResourceScope("deaf", registry: ResourceRegistry()) { scope in
                 let observer = try await PostgresConnection.connect(server.conninfo, in: scope)
                 let connection = try await PostgresConnection.connect(
-                    server.conninfo, in: scope, cancelTimeout: .milliseconds(500))
+                    server.conninfo, in: scope, configuration: .init(cancelTimeout: .milliseconds(500)))
                 let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
                 try await TestDatabase.waitUntilActive(try #require(connection.backendPID), observer: observer)
                 #expect(kill(postmaster, SIGSTOP) == 0)

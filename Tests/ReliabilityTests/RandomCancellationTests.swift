@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import PostgresAdapter
+import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
 import ResourceKitConcurrency

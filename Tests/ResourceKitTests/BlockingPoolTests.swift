@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitIO
+@_spi(Testing) @testable import ResourceKitIO
 
 @Suite struct BlockingPoolTests {
     @Test func runsOnItsOwnThreads() async throws {

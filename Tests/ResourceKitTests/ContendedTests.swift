@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitIO
+@_spi(Testing) @testable import ResourceKitIO
 
 /// Must show: 10,000 iterations of a scope with a real pipe resource, cancelled from other threads at a random
 /// point (before start, during, after completion, twice, concurrently from 4 threads). Every resource is closed

@@ -7,7 +7,7 @@ import Testing
 
 @testable import ResourceKit
 @testable import ResourceKitConcurrency
-@testable import ResourceKitIO
+@_spi(Testing) @testable import ResourceKitIO
 
 /// The reactor with real pipes, files and eventfds.
 @Suite struct ReactorTests {

@@ -3,8 +3,8 @@ import Synchronization
 import TestSupport
 import Testing
 
-@testable import ResourceKit
-@testable import ResourceKitIO
+@_spi(Testing) @testable import ResourceKit
+@_spi(Testing) @testable import ResourceKitIO
 
 /// Scopes: ordering, exactly-once close, propagation, level-triggered cancellation, bad input.
 @Suite struct ResourceScopeTests {

@@ -1,5 +1,5 @@
 import ResourceKit
-import ResourceKitIO
+@_spi(Testing) import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter
 import TestSupport

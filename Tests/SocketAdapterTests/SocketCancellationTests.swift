@@ -1,7 +1,7 @@
 import CSystemShims
 import Glibc
 import ResourceKit
-import ResourceKitIO
+@_spi(Testing) import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter
 import TestSupport

@@ -1,6 +1,6 @@
 import Glibc
 import ResourceKit
-import ResourceKitIO
+@_spi(Testing) import ResourceKitIO
 import SocketAdapter
 import ResourceKitTesting
 import TestSupport

@@ -1,6 +1,6 @@
 import CLibPQ
 public import ResourceKit
-public import ResourceKitIO
+import ResourceKitIO
 
 extension PostgresConnection {
     /// Connects with libpq's non-blocking API (`PQconnectStartParams` / `PQconnectPoll`) through the reactor,
@@ -17,19 +17,10 @@ extension PostgresConnection {
     ///
     /// - Parameters:
     ///   - conninfo: a conninfo string (`host=... port=... user=...`) or a `postgres://` URL.
-    ///   - scope: the owning scope; `nil` registers the connection with `registry` alone, and the caller
-    ///     (a pool) must close it.
-    ///   - registry: where the connection is recorded (the scope's registry when `scope` is given).
-    ///   - reactor: the reactor its waits go through.
-    ///   - pool: the blocking pool that resolves host names.
-    ///   - cancelTimeout: how long `close()` waits for a cancel in flight (a frozen server) before it closes.
-    ///   - statistics: where the connection counts its cancels (a pool shares one).
-    ///   - session: what the server session is asked for, so that its work ends with the client
-    ///     (``PostgresSessionOptions``: a vanished-client check, the deadline carried as `statement_timeout`).
-    ///   - connectTimeout: the `connect_timeout` to use when the conninfo sets none (``PostgresPool`` passes its
-    ///     default); `nil` waits as long as the caller does. A `connect_timeout` in the conninfo always wins.
-    ///   - onNotice: receives the server's notices and warnings. `nil`: each becomes a registry event
-    ///     `postgres.notice.<severity>` and its text is dropped. Never printed.
+    ///   - scope: the owning scope; `nil` registers the connection with the configuration's registry alone, and
+    ///     the caller (a pool) must close it.
+    ///   - configuration: everything else (``Configuration``): registry, reactor, blocking pool, cancel
+    ///     timeout, statistics, session options, default `connect_timeout`, notice handler.
     /// Cancellation: the connection is registered before the resolution and the handshake start, so
     /// cancelling the task (or the scope, or the calling task's scope when `scope` is another, or a deadline
     /// passing) while resolving or connecting returns at once and closes the socket, including against a server
@@ -40,25 +31,20 @@ extension PostgresConnection {
     public static func connect(
         _ conninfo: String,
         in scope: ResourceScope?,
-        registry: ResourceRegistry = .shared,
-        reactor: IOReactor = .shared,
-        pool: BlockingPool = .shared,
-        cancelTimeout: Duration = .seconds(5),
-        statistics: PostgresCancelStatistics = PostgresCancelStatistics(),
-        session: PostgresSessionOptions = PostgresSessionOptions(),
-        connectTimeout: Duration? = nil,
-        onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
+        configuration: Configuration = Configuration()
     ) async throws -> PostgresConnection {
+        let registry = configuration.registry
+        let pool = configuration.blockingPool
         try scope?.checkCancellation()
         try Task.checkCancellation()
         let info = try ConnectionInfo(conninfo)
         let connection = PostgresConnection(
-            reactor: reactor,
+            reactor: configuration.reactor,
             pool: pool,
-            cancelTimeout: cancelTimeout,
-            statistics: statistics,
-            session: session,
-            onNotice: onNotice
+            cancelTimeout: configuration.cancelTimeout,
+            statistics: configuration.statistics,
+            session: configuration.session,
+            onNotice: configuration.onNotice
         )
         let handle: ResourceHandle
         if let scope {
@@ -70,7 +56,7 @@ extension PostgresConnection {
         do {
             let resolved = try await info.resolvingHostNames(on: pool, boundTo: handle)
             try handle.checkCancellation()
-            let plan = ConnectAttempts(resolved, defaultTimeout: connectTimeout)
+            let plan = ConnectAttempts(resolved, defaultTimeout: configuration.connectTimeout)
             try await connection.open(plan, handle: handle, password: info.password)
             try await connection.verifyBackend()
             try await connection.watchForVanishingWithoutCancelKey()

@@ -72,14 +72,6 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
         if finish() { connection.leaveStream(id) }
     }
 
-    private enum Step {
-        case chunk([UInt8])
-        /// The data ended right after these rows: the COPY's result is read at the next call.
-        case lastChunk([UInt8])
-        case wait(Int32)
-        case copyDone
-    }
-
     func nextChunk() async throws -> [UInt8]? {
         if finished.withLock({ $0 }) { return nil }
         if Task.isCancelled || connection.handle?.isCancelled == true {
@@ -88,46 +80,9 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
         }
         if dataEnded.withLock({ $0 }) { return try await finishResults() }
         while true {
-            let step: Step
+            let step: PostgresConnection.CopyOutStep
             do {
-                step = try connection.state.withLock { state -> Step in
-                    guard let conn = state.conn?.raw else {
-                        throw PostgresError(.connection, "the connection was closed")
-                    }
-                    var consumed = false
-                    var gathered: [UInt8] = []
-                    while true {
-                        var buffer: UnsafeMutablePointer<CChar>?
-                        let count = PQgetCopyData(conn, &buffer, 1)
-                        if count > 0, let buffer {
-                            // Whole rows, as many as libpq already holds, up to the chunk size: one step per
-                            // buffer-full, not one per row.
-                            gathered.append(contentsOf: UnsafeRawBufferPointer(start: buffer, count: Int(count)))
-                            PQfreemem(buffer)
-                            if gathered.count >= PostgresCopyOutStream.chunkSize { return .chunk(gathered) }
-                            continue
-                        }
-                        if count == -1 {
-                            state.mode = .simple
-                            return gathered.isEmpty ? .copyDone : .lastChunk(gathered)
-                        }
-                        if !gathered.isEmpty, count != -2 {
-                            return .chunk(gathered)  // a wait comes at the next call
-                        }
-                        if count == -2 || consumed {
-                            if count == -2 {
-                                state.machine.lost()
-                                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
-                            }
-                            return .wait(state.socket)
-                        }
-                        if PQconsumeInput(conn) == 0 {
-                            state.machine.lost()
-                            throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
-                        }
-                        consumed = true
-                    }
-                }
+                step = try connection.copyOutStep(chunkSize: Self.chunkSize)
             } catch {
                 if finish() { connection.end() }
                 throw error

@@ -11,21 +11,38 @@
 ///
 /// The password is never part of any description.
 public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible {
-    public enum Code: String, Sendable, Hashable {
-        case server
-        case connection
+    /// What went wrong.
+    ///
+    /// An opaque code: compare it with the static members (`error.code == .server`). New codes may be
+    /// added in any release, so a `switch` over codes needs a `default`.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// The server reported an error (see the type's overview).
+        public static let server = Code("server")
+        /// Could not connect, or the connection was lost or is broken.
+        public static let connection = Code("connection")
         /// Every host attempt ran out of its `connect_timeout` (a silent server, a listener that drops SYNs).
-        case connectionTimedOut
-        case invalidConfiguration
-        case invalidQuery
-        case decoding
-        case connectionBusy
-        case poolClosed
+        public static let connectionTimedOut = Code("connectionTimedOut")
+        /// The conninfo or an option is invalid; nothing was sent.
+        public static let invalidConfiguration = Code("invalidConfiguration")
+        /// The statement or its parameters are invalid for this call; nothing was sent where possible.
+        public static let invalidQuery = Code("invalidQuery")
+        /// A value could not be decoded as the requested type.
+        public static let decoding = Code("decoding")
+        /// Another operation is running on this connection.
+        public static let connectionBusy = Code("connectionBusy")
+        /// The pool was shut down.
+        public static let poolClosed = Code("poolClosed")
         /// The operation needs a server session of its own (`LISTEN`), and this connection's could not be
         /// verified (a transaction-mode pooler in front).
-        case sessionRequired
+        public static let sessionRequired = Code("sessionRequired")
         /// A pipeline statement the server skipped because an earlier one in the same batch failed.
-        case pipelineAborted
+        public static let pipelineAborted = Code("pipelineAborted")
+
+        /// The code's name, as in `PostgresError.connectionRefused`.
+        public var description: String { name }
     }
 
     public let code: Code
@@ -56,7 +73,7 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
     public var isQueryCanceled: Bool { sqlState == "57014" }
 
     public var description: String {
-        var text = "PostgresError.\(code.rawValue)"
+        var text = "PostgresError.\(code)"
         if let sqlState { text += " \(sqlState)" }
         if let severity { text += " \(severity)" }
         text += ": \(message)"

@@ -108,7 +108,8 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) async throws -> PostgresListener {
         guard !channels.isEmpty else { throw PostgresError(.invalidQuery, "listen needs at least one channel") }
-        let connection = try await PostgresConnection.connect(conninfo, in: nil, registry: registry, onNotice: onNotice)
+        let connection = try await PostgresConnection.connect(
+            conninfo, in: nil, configuration: .init(registry: registry, onNotice: onNotice))
         let listener = PostgresListener(connection: connection, channels: channels, bufferLimit: bufferLimit)
         let handle: ResourceHandle
         do {
@@ -160,7 +161,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     private func read() async {
         let handle = registration.handle
         while true {
-            let (notifications, socket, failure) = drainSocket()
+            let (notifications, socket, failure) = connection.readNotifications()
             deliver(notifications)
             if let failure {
                 end(with: failure)
@@ -173,37 +174,6 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
                 return
             }
         }
-    }
-
-    /// Reads what arrived, without waiting; under the connection's lock.
-    private func drainSocket() -> ([PostgresNotification], Int32, PostgresError?) {
-        let result = connection.state.withLock { state -> ([PostgresNotification], Int32, PostgresError?) in
-            guard let conn = state.conn?.raw else {
-                return ([], -1, PostgresError(.connection, "the connection was closed"))
-            }
-            var notifications: [PostgresNotification] = []
-            let alive = PQconsumeInput(conn) == 1
-            while let notify = PQnotifies(conn) {
-                notifications.append(
-                    PostgresNotification(
-                        channel: String(cString: notify.pointee.relname),
-                        payload: String(cString: notify.pointee.extra),
-                        senderPID: notify.pointee.be_pid
-                    ))
-                PQfreemem(notify)
-            }
-            if !alive {
-                state.machine.lost()
-                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
-                return (
-                    notifications, state.socket,
-                    PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
-                )
-            }
-            return (notifications, state.socket, nil)
-        }
-        connection.notices.deliver(reportingTo: connection.handle)
-        return result
     }
 
     /// Appends under the bound (dropping the oldest), then hands one to a waiting consumer.
@@ -315,9 +285,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
     public func cancel() {
         let reason = registration.handle?.cancellationReason?.error ?? CancellationError()
         end(with: reason)
-        connection.state.withLock { state in
-            if state.socket >= 0, state.conn != nil { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
-        }
+        connection.shutDownSocket()
     }
 
     /// Stops the reader and closes the connection.
@@ -328,9 +296,7 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
             return buffer.waiter
         }
         waiter?.succeed(nil)
-        connection.state.withLock { state in
-            if state.socket >= 0, state.conn != nil { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
-        }
+        connection.shutDownSocket()
         await reader.waitForAll()
         connection.end()
         await connection.handle?.close()

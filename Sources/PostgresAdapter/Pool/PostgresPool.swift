@@ -91,8 +91,9 @@ public final class PostgresPool: Sendable {
         if cancelFastPath {
             cancelChannel = PostgresCancelChannel { [conninfo, registry, reactor, onNotice] in
                 try await PostgresConnection.connect(
-                    conninfo, in: nil, registry: registry, reactor: reactor, connectTimeout: connectTimeout,
-                    onNotice: onNotice)
+                    conninfo, in: nil,
+                    configuration: .init(
+                        registry: registry, reactor: reactor, connectTimeout: connectTimeout, onNotice: onNotice))
             }
         } else {
             cancelChannel = nil
@@ -189,12 +190,9 @@ public final class PostgresPool: Sendable {
             let connection = try await PostgresConnection.connect(
                 conninfo,
                 in: nil,
-                registry: registry,
-                reactor: reactor,
-                statistics: cancelStatistics,
-                session: session,
-                connectTimeout: connectTimeout,
-                onNotice: onNotice
+                configuration: .init(
+                    registry: registry, reactor: reactor, statistics: cancelStatistics, session: session,
+                    connectTimeout: connectTimeout, onNotice: onNotice)
             )
             if let cancelChannel {
                 await cancelChannel.connectIfNeeded()
@@ -261,62 +259,6 @@ public final class PostgresPool: Sendable {
         for connection in idle { await connection.handle?.close() }
         await background.waitForAll()
         await cancelChannel?.close()
-    }
-}
-
-extension PostgresConnection {
-    /// How a lessee returns the connection: an open or failed transaction is rolled back before the next use;
-    /// an unknown transaction state breaks it.
-    func returnedState() -> PooledConnectionState {
-        state.withLock { state in
-            if let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.leased {
-                switch PQtransactionStatus(conn) {
-                case PQTRANS_INTRANS, PQTRANS_INERROR: state.machine.requireRollback()
-                case PQTRANS_UNKNOWN: state.machine.lost()
-                default: break
-                }
-            }
-            if state.machine.isUnusable || state.conn == nil { return .broken }
-            if state.machine.leased { return .broken }  // a stream still holds it: its state is unknown here
-            return state.machine.needsCleanup ? .needsReset : .clean
-        }
-    }
-
-    /// The pool's cleanup of a returned connection: cancels settled, the cancelled query drained, the
-    /// transaction rolled back. `false` when the connection must be discarded.
-    func resetForReuse() async -> Bool {
-        do {
-            try await begin()
-            end()
-            return !isBroken
-        } catch {
-            return false
-        }
-    }
-
-    /// A zero-timeout look at an idle connection: reads whatever the server sent while nobody asked (a
-    /// termination message, end of stream) and says whether the connection is still alive and idle. Never
-    /// waits.
-    func isAliveWhileIdle() -> Bool {
-        let alive = state.withLock { state -> Bool in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.needsCleanup else {
-                return false
-            }
-            // Read until nothing more is waiting: a termination message comes first, end of stream after it.
-            var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
-            var looks = 0
-            while poll(&entry, 1, 0) != 0, looks < 16 {
-                looks += 1
-                if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD {
-                    state.machine.lost()
-                    return false
-                }
-                while let notification = PQnotifies(conn) { PQfreemem(notification) }
-            }
-            return PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE
-        }
-        notices.deliver(reportingTo: handle)
-        return alive
     }
 }
 

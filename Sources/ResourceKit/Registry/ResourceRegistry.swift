@@ -122,7 +122,7 @@ public final class ResourceRegistry: Sendable {
     /// The number of operations bound to this registry's resources (through their handles: reactor waits,
     /// blocking-pool jobs, cancellation cells) and running now: the current one, then every change. The
     /// conformance kit waits on it for "the operation is blocked" instead of sleeping.
-    public func operationCountUpdates() -> AsyncStream<Int> {
+    @_spi(Testing) public func operationCountUpdates() -> AsyncStream<Int> {
         operationCounts.subscribe(bufferingNewest: 64) { operationsInFlight.load(ordering: .relaxed) }
     }
 
@@ -133,7 +133,7 @@ public final class ResourceRegistry: Sendable {
 
     /// The number of live resources: the current one, then every change. For tests and tools that wait for
     /// "everything was closed" as an event rather than by polling ``liveCount``.
-    public func liveCountUpdates() -> AsyncStream<Int> {
+    @_spi(Testing) public func liveCountUpdates() -> AsyncStream<Int> {
         liveCounts.subscribe(bufferingNewest: 64) { liveCount }
     }
 

@@ -91,7 +91,7 @@ public final class BlockingPool: Sendable {
 
     /// The number of queued jobs: the current one, then every change. For tests that wait for "a job is
     /// queued behind a busy thread" as an event rather than by polling ``queuedCount``.
-    public func queuedCountUpdates() -> AsyncStream<Int> {
+    @_spi(Testing) public func queuedCountUpdates() -> AsyncStream<Int> {
         queuedCounts.subscribe(bufferingNewest: 64) { queuedCount }
     }
 

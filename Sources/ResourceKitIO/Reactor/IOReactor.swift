@@ -150,7 +150,7 @@ public final class IOReactor: Sendable {
     /// The number of descriptors with a waiter: the current one, then every change. For tests and tools
     /// that wait for "the read is parked" as an event rather than by polling ``waitingDescriptorCount``. The
     /// stream ends when its consumer stops iterating; a slow consumer sees the newest counts.
-    public func waitingDescriptorCounts() -> AsyncStream<Int> {
+    @_spi(Testing) public func waitingDescriptorCounts() -> AsyncStream<Int> {
         counts.subscribe(bufferingNewest: 64) { waitingDescriptorCount }
     }
 

@@ -3,6 +3,7 @@ import CLibPQ
 import Foundation
 import Glibc
 import PostgresAdapter
+import PostgresActivity
 import ResourceKit
 import ResourceKitConcurrency
 

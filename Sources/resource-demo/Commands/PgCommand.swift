@@ -1,6 +1,7 @@
 import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
+import PostgresActivity
 import ResourceKit
 
 /// `resource-demo pg --sql SQL [--cancel-after DURATION] [--deadline DURATION] [--postgres URL] [--json]`: runs one

@@ -73,7 +73,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let registry = ResourceRegistry()
         try await withResourceScope("connection owner", registry: registry) { owner in
-            let connection = try await PostgresConnection.connect(conninfo, in: owner, session: Self.session)
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: owner, configuration: .init(session: Self.session))
             let observer = try await PostgresConnection.connect(conninfo, in: owner)
             let pid = try #require(connection.backendPID)
             let ended = try #require(
@@ -97,7 +98,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let registry = ResourceRegistry()
         try await withResourceScope("connection owner", registry: registry) { owner in
-            let connection = try await PostgresConnection.connect(conninfo, in: owner, session: Self.session)
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: owner, configuration: .init(session: Self.session))
             let observer = try await PostgresConnection.connect(conninfo, in: owner)
             let pid = try #require(connection.backendPID)
             let ended = try #require(

@@ -76,7 +76,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         try await withResourceScope("copy", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .seconds(30))
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: scope, configuration: .init(cancelTimeout: .seconds(30)))
             let pid = try #require(connection.backendPID)
             let seen = ObservedValue(0)
             let task = Task {
@@ -125,7 +126,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         try await withResourceScope("copy", registry: ResourceRegistry()) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            let connection = try await PostgresConnection.connect(conninfo, in: scope, cancelTimeout: .seconds(30))
+            let connection = try await PostgresConnection.connect(
+                conninfo, in: scope, configuration: .init(cancelTimeout: .seconds(30)))
             let pid = try #require(connection.backendPID)
             let table = try await Self.table(connection)
             let produced = ObservedValue(0)

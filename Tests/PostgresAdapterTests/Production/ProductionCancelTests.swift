@@ -1,4 +1,5 @@
 import PostgresAdapter
+import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
 import ResourceKitTesting

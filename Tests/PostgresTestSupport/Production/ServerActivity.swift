@@ -1,4 +1,5 @@
 import PostgresAdapter
+import PostgresActivity
 public import ResourceKit
 import TestSupport
 

@@ -5,7 +5,7 @@ import Testing
 
 @testable import ResourceKit
 @testable import ResourceKitConcurrency
-@testable import ResourceKitIO
+@_spi(Testing) @testable import ResourceKitIO
 @testable import ResourceKitPrometheus
 
 /// The registry in the Prometheus text format, checked by Prometheus's own `promtool`.

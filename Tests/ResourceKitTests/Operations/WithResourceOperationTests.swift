@@ -1,5 +1,5 @@
 import Glibc
-import ResourceKit
+@_spi(Testing) import ResourceKit
 import ResourceKitConcurrency
 import ResourceKitTesting
 import Synchronization

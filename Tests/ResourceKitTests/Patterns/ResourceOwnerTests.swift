@@ -2,7 +2,7 @@ import ResourceKitTesting
 import TestSupport
 import Testing
 
-@testable import ResourceKit
+@_spi(Testing) @testable import ResourceKit
 @testable import ResourceKitConcurrency
 @testable import ResourceKitPatterns
 

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import ProcessAdapter
 import ResourceKit
-import ResourceKitIO
+@_spi(Testing) import ResourceKitIO
 import ResourceKitTesting
 import Testing
 

@@ -1,3 +1,6 @@
+public import PostgresAdapter
+import ResourceKit
+
 /// What `pg_stat_activity` says, seen from an observer connection: is server-side work still running? The
 /// one probe of the package (the demo, the benchmark, the tests, an adapter kit's "external work stopped"
 /// check). Every wait polls with a pause between queries and ends within a bound.
