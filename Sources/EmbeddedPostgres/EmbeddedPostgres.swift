@@ -134,7 +134,7 @@ public final class EmbeddedPostgres: Sendable {
                 return state.produced
             }
             if let orphan, !clusterPool.submit({ orphan.stopBlocking() }) {
-                Thread.detachNewThread { orphan.stopBlocking() }
+                DedicatedThread.start(name: "rk.pg-orphan") { orphan.stopBlocking() }
             }
         }) { () throws -> EmbeddedPostgres in
             let server = try startBlocking(bin: bin, options: options)

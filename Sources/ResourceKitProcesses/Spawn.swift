@@ -199,7 +199,7 @@ final class SpawnerThread: Sendable {
             return !queue.started
         }
         if start {
-            let thread = Thread { [self] in
+            DedicatedThread.start(name: "rk.spawner") { [self] in
                 while true {
                     let job = queue.waitWithLock { queue -> (@Sendable () -> Void)? in
                         queue.jobs.isEmpty ? nil : queue.jobs.removeFirst()
@@ -207,8 +207,6 @@ final class SpawnerThread: Sendable {
                     job()
                 }
             }
-            thread.name = "rk.spawner"
-            thread.start()
         }
         return result.waitWithLock { $0 }
     }

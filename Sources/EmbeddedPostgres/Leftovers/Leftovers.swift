@@ -70,7 +70,7 @@ public enum Leftovers {
     package static func onItsOwnThread(_ sweep: @escaping @Sendable () -> Sweep) async -> Sweep {
         let done = OneShotEvent()
         let result = Locked(Sweep())
-        Thread.detachNewThread {
+        DedicatedThread.start(name: "rk.reaper") {
             let swept = sweep()
             result.withLock { $0 = swept }
             done.set()

@@ -23,11 +23,7 @@ public final class DeadlineTimers: Sendable {
     private let state = Locked(State(), withCondition: true)
 
     private init(name: String) {
-        let thread = Thread { [self] in
-            ThreadName.setCurrent(name)
-            self.loop()
-        }
-        thread.start()
+        DedicatedThread.start(name: name) { [self] in self.loop() }
     }
 
     /// Runs `action` on the timers' thread at `instant` (or just after it). For an adapter's own timed step

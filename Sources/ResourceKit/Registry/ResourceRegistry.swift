@@ -22,10 +22,11 @@ public final class ResourceRegistry: Sendable {
         var live: [ResourceID: Entry] = [:]
         var byObject: [ObjectIdentifier: ResourceID] = [:]
         var counters: [String: RegistrySnapshot.KindCounters] = [:]
-        var backgroundCloses = 0
     }
 
     private let state = Locked(State())
+    /// Closes of abandoned resources, running until they end (``RegistrySnapshot/backgroundCloses``).
+    private let closes = OwnedTasks()
     private let broadcast = Broadcast<ResourceEvent>()
     private let liveCounts = Broadcast<Int>()
     /// Operations bound to this registry's resources and running now (``operationCountUpdates()``).
@@ -140,21 +141,21 @@ public final class ResourceRegistry: Sendable {
     /// A copy of the current state.
     public func snapshot() -> RegistrySnapshot {
         let now = ContinuousClock.now
-        return state.withLock { state in
+        var snapshot = state.withLock { state in
             let live = state.live.values
                 .map {
                     RegistrySnapshot.LiveResource(
                         info: $0.handleInfo, cancellation: $0.cancellation, age: now - $0.handleInfo.acquiredAt)
                 }
                 .sorted { $0.info.id < $1.info.id }
-            var snapshot = RegistrySnapshot(
+            return RegistrySnapshot(
                 live: live,
                 counters: state.counters,
                 kinds: state.kinds.values.sorted { $0.name < $1.name }
             )
-            snapshot.backgroundCloses = state.backgroundCloses
-            return snapshot
         }
+        snapshot.backgroundCloses = closes.count
+        return snapshot
     }
 
     /// A stream of lifecycle events from now on. When the consumer falls behind, the oldest events are
@@ -250,12 +251,7 @@ public final class ResourceRegistry: Sendable {
             try? immediate.closeSynchronously()  // the leak was reported; a close error adds nothing
             return
         }
-        state.withLock { $0.backgroundCloses += 1 }
-        // Owner: this registry, which counts it in `backgroundCloses` until it ends.
-        Task {
-            _ = await BoundedClose.run(resource, timeout: timeout)
-            self.state.withLock { $0.backgroundCloses -= 1 }
-        }
+        closes.start { _ = await BoundedClose.run(resource, timeout: timeout) }
     }
 
     func recordCancellationLatency(_ latency: Duration, kind: String) {

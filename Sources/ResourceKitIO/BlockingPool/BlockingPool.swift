@@ -119,12 +119,7 @@ public final class BlockingPool: Sendable {
         if error == nil, queuedCounts.hasSubscribers { queuedCounts.yield(queuedCount) }
         if startThreads {
             for index in 0..<threadCount {
-                let threadName = "\(name).\(index)"
-                let thread = Thread { [self] in
-                    ThreadName.setCurrent(threadName)
-                    self.workerLoop()
-                }
-                thread.start()
+                DedicatedThread.start(name: "\(name).\(index)") { [self] in self.workerLoop() }
             }
         }
         return error

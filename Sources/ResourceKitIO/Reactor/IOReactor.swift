@@ -62,11 +62,7 @@ public final class IOReactor: Sendable {
         wakeFD = efd
         setupError = nil
         _ = rk_epoll_ctl(epfd, ReadinessTable<Void>.CtlOperation.add.rawValue, efd, rk_EPOLLIN, 0)
-        let thread = Thread { [self] in
-            ThreadName.setCurrent(name)
-            self.loop()
-        }
-        thread.start()
+        DedicatedThread.start(name: name) { [self] in self.loop() }
     }
 
     /// Waits until `fd` is ready for `interest`.

@@ -1,10 +1,13 @@
-import ResourceKit
 import ResourceKitConcurrency
 
 /// Background work an object owns: each task is recorded until it ends, and ``waitForAll()`` awaits every
-/// one (the owner's shutdown). Nothing started through it outlives the owner's close (Docs/Architecture.md, "Nothing
-/// outlives its owner").
-final class OwnedTasks: Sendable {
+/// one (the owner's shutdown). Nothing started through it outlives the owner's close (Docs/Architecture.md,
+/// "Nothing outlives its owner").
+///
+/// The package's one primitive for its own background work: the registry's closes of abandoned resources, a
+/// pool's cleanup of returned connections, a listener's reader, a cancel channel's statements. Applications
+/// use `ResourceOwner` (module `ResourceKitPatterns`), which adds keys, shutdown grace and a watchdog.
+package final class OwnedTasks: Sendable {
     private struct State: Sendable {
         var running: [UInt64: Task<Void, Never>] = [:]
         /// Tasks that ended before they were recorded.
@@ -14,11 +17,14 @@ final class OwnedTasks: Sendable {
 
     private let state = Locked(State())
 
+    /// An empty set.
+    package init() {}
+
     /// Number of tasks still running.
-    var count: Int { state.withLock { $0.running.count } }
+    package var count: Int { state.withLock { $0.running.count } }
 
     /// Starts `work` on a task this set owns.
-    func start(_ work: @escaping @Sendable () async -> Void) {
+    package func start(_ work: @escaping @Sendable () async -> Void) {
         let id = state.withLock { state -> UInt64 in
             state.next += 1
             return state.next
@@ -37,7 +43,7 @@ final class OwnedTasks: Sendable {
     }
 
     /// Waits until every task (including ones started meanwhile) ended.
-    func waitForAll() async {
+    package func waitForAll() async {
         while true {
             let running = state.withLock { Array($0.running.values) }
             if running.isEmpty { return }
