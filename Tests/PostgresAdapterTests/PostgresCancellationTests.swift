@@ -50,7 +50,7 @@ import PostgresActivity
             let value = try await task.value
             task.cancel()
             #expect(value == 42)
-            #expect(connection.state.withLock { $0.machine.cancelledQuery } == nil)
+            #expect(connection.state.withLock { $0.machine.cancels } == nil)
             #expect(!connection.needsReset)
         }
     }
@@ -87,7 +87,7 @@ import PostgresActivity
                 return try await connection.execute("SELECT pg_sleep(20)")
             }
             await #expect(throws: CancellationError.self) { try await task.value }
-            #expect(connection.state.withLock { $0.machine.cancelledQuery == nil && $0.machine.queryOnWire == nil })
+            #expect(connection.state.withLock { $0.machine.cancels == nil && $0.machine.queryOnWire == nil })
             #expect(try await connection.query("SELECT 1").count == 1)
         }
     }

@@ -23,12 +23,8 @@ extension PostgresConnection {
     /// Non-blocking; safe from `onCancel` and from the reactor thread.
     func requestCancel(_ id: ConnectionStateMachine.QueryID, resend: Bool = false) {
         let send = state.withLock { state -> Bool in
-            guard case .send = state.machine.cancelRequested(id, resend: resend) else { return false }
+            guard case .send = state.machine.cancelRequested(id, resend: resend, now: .now) else { return false }
             if state.machine.cancelsInFlight == 1 { state.cancelsSettled = OneShotEvent() }
-            if !resend {
-                state.firstCancelAt = .now
-                state.resends = 0
-            }
             return true
         }
         if send { deliverCancel(id) }
@@ -95,11 +91,11 @@ extension PostgresConnection {
                 settled = state.cancelsSettled
                 state.cancelsSettled = nil
             }
-            guard state.machine.mayResendCancel(id), let first = state.firstCancelAt else { return (settled, nil) }
+            guard let basis = state.machine.resendBasis(id) else { return (settled, nil) }
             var delay = Self.resendDelay
-            for _ in 0..<min(state.resends, 8) { delay = min(delay * 2, Self.resendCeiling) }
+            for _ in 0..<min(basis.resends, 8) { delay = min(delay * 2, Self.resendCeiling) }
             let at = ContinuousClock.now + delay
-            return (settled, at - first < cancelTimeout ? at : nil)
+            return (settled, at - basis.firstAt < cancelTimeout ? at : nil)
         }
         settled?.set()
         if let recheck {
@@ -107,15 +103,13 @@ extension PostgresConnection {
         }
     }
 
-    /// On the reactor thread: if query `id` is still on the wire and the server has sent nothing since (a
+    /// On the timers' thread: if query `id` is still on the wire and the server has sent nothing since (a
     /// cancel request that reached another server behind a balancer changes nothing), cancel it again.
     private func resendIfUnanswered(_ id: ConnectionStateMachine.QueryID) {
         let unanswered = state.withLock { state -> Bool in
-            guard state.machine.mayResendCancel(id), state.socket >= 0, state.conn != nil else { return false }
+            guard state.machine.resendBasis(id) != nil, state.socket >= 0, state.conn != nil else { return false }
             var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
-            guard poll(&entry, 1, 0) == 0 else { return false }  // an answer is arriving: it stopped
-            state.resends += 1
-            return true
+            return poll(&entry, 1, 0) == 0  // else an answer is arriving: it stopped
         }
         guard unanswered else { return }
         statistics.record(.resend)

@@ -27,16 +27,52 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case closed
     }
 
+    /// The sub-protocol of the query on the wire: how a drain must read (or end) it.
+    enum WireMode: Sendable, Equatable {
+        /// Results until ReadyForQuery.
+        case simple
+        /// `COPY ... TO STDOUT`: copy data, then results.
+        case copyOut
+        /// `COPY ... FROM STDIN`: the client still owes copy data; a drain ends it with CopyFail.
+        case copyIn
+        /// `COPY ... FROM STDIN` ended by the client (CopyDone or CopyFail queued): flush, then results.
+        case copyInEnded
+        /// Pipeline mode: results of several statements, separated by NULLs, up to the sync.
+        case pipeline
+    }
+
+    /// The cancels sent for one query. Kept after they finished, until the next query is sent: it is what
+    /// makes that query's `57014` ours.
+    struct Cancels: Sendable, Equatable {
+        /// The query they were sent for.
+        let query: QueryID
+        /// Sent and not finished yet.
+        var inFlight: Int
+        /// When the first went out: resends stop at the connection's `cancelTimeout` after it.
+        let firstAt: ContinuousClock.Instant
+        /// How many were sent again because the query stayed unanswered.
+        var resends: Int
+    }
+
+    /// What a resend of a cancel is based on.
+    struct ResendBasis: Sendable, Equatable {
+        let firstAt: ContinuousClock.Instant
+        let resends: Int
+    }
+
     private(set) var wire: Wire = .idle
+    /// How the query on the wire is read (``WireMode/simple`` when nothing is).
+    private(set) var mode: WireMode = .simple
     /// An operation holds the connection.
     private(set) var leased = false
-    /// The query our cancels were sent for (what makes its `57014` ours).
-    private(set) var cancelledQuery: QueryID?
-    /// Cancels sent and not finished yet.
-    private(set) var cancelsInFlight = 0
+    /// The cancels of the query on the wire (or of the last one, while they finish).
+    private(set) var cancels: Cancels?
     /// A transaction was interrupted: roll back before the next operation.
     private(set) var needsRollback = false
     private var lastQuery: QueryID = 0
+
+    /// Cancels sent and not finished yet.
+    var cancelsInFlight: Int { cancels?.inFlight ?? 0 }
 
     /// `true` once the connection can no longer be used.
     var isUnusable: Bool { wire == .broken || wire == .closed }
@@ -106,20 +142,27 @@ struct ConnectionStateMachine: Sendable, Equatable {
         return .done
     }
 
-    /// A query was handed to libpq (`PQsendQueryParams` succeeded). Returns its id.
-    mutating func sent() -> QueryID {
+    /// A query was handed to libpq (`PQsendQueryParams` succeeded), read as `mode`. Returns its id.
+    mutating func sent(mode: WireMode = .simple) -> QueryID {
         precondition(leased && wire == .idle && cancelsInFlight == 0, "send on a connection that is not ready")
         lastQuery += 1
         wire = .executing(lastQuery)
-        cancelledQuery = nil
+        self.mode = mode
+        cancels = nil
         return lastQuery
+    }
+
+    /// The query on the wire moved to another sub-protocol (a COPY began or ended, a pipeline was entered).
+    mutating func enter(_ mode: WireMode) {
+        self.mode = mode
     }
 
     /// The results of `id` ended (ReadyForQuery). Returns whether a `57014` in them is ours.
     mutating func resultsEnded(_ id: QueryID) -> (ended: Bool, ourCancel: Bool) {
         guard queryOnWire == id else { return (false, false) }
         wire = .idle
-        return (true, cancelledQuery == id)
+        mode = .simple
+        return (true, cancels?.query == id)
     }
 
     /// The caller of `id` left before ReadyForQuery (cancelled, or a stream was dropped).
@@ -141,13 +184,18 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case none
     }
 
-    /// Someone wants query `id` cancelled. `resend` asks again for a query whose earlier cancel finished
-    /// without stopping it (a cancel request that reached another server behind a balancer).
-    mutating func cancelRequested(_ id: QueryID, resend: Bool = false) -> CancelAction {
+    /// Someone wants query `id` cancelled, at `now`. `resend` asks again for a query whose earlier cancel
+    /// finished without stopping it (a cancel request that reached another server behind a balancer).
+    mutating func cancelRequested(_ id: QueryID, resend: Bool = false, now: ContinuousClock.Instant) -> CancelAction {
         guard queryOnWire == id else { return .none }
-        if cancelledQuery == id, cancelsInFlight > 0 || !resend { return .none }
-        cancelledQuery = id
-        cancelsInFlight += 1
+        if var current = cancels, current.query == id {
+            guard current.inFlight == 0, resend else { return .none }
+            current.inFlight += 1
+            current.resends += 1
+            cancels = current
+            return .send(id)
+        }
+        cancels = Cancels(query: id, inFlight: 1, firstAt: now, resends: 0)
         return .send(id)
     }
 
@@ -159,14 +207,17 @@ struct ConnectionStateMachine: Sendable, Equatable {
 
     /// A cancel finished (the control statement returned, or the cancel request's socket reached EOF).
     mutating func cancelFinished() -> CancelFinishedAction {
-        guard cancelsInFlight > 0 else { return .none }
-        cancelsInFlight -= 1
-        return cancelsInFlight == 0 ? .cancelsSettled : .none
+        guard var current = cancels, current.inFlight > 0 else { return .none }
+        current.inFlight -= 1
+        cancels = current
+        return current.inFlight == 0 ? .cancelsSettled : .none
     }
 
-    /// Whether a resend for `id` makes sense now: it is still on the wire and nothing is in flight for it.
-    func mayResendCancel(_ id: QueryID) -> Bool {
-        queryOnWire == id && cancelledQuery == id && cancelsInFlight == 0
+    /// Whether a resend for `id` makes sense now (it is still on the wire, was cancelled, and nothing is in
+    /// flight for it), and what it is based on.
+    func resendBasis(_ id: QueryID) -> ResendBasis? {
+        guard queryOnWire == id, let cancels, cancels.query == id, cancels.inFlight == 0 else { return nil }
+        return ResendBasis(firstAt: cancels.firstAt, resends: cancels.resends)
     }
 
     // MARK: failures and the end
@@ -186,16 +237,17 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case alreadyClosed
     }
 
-    /// The owner closes the connection.
-    mutating func close() -> CloseAction {
+    /// The owner closes the connection, at `now`.
+    mutating func close(now: ContinuousClock.Instant) -> CloseAction {
         if wire == .closed { return .alreadyClosed }
         let onWire = queryOnWire
         let pendingCancel = cancelsInFlight > 0
         wire = .closed
+        mode = .simple
         needsRollback = false
-        if let onWire, cancelledQuery != onWire {
-            cancelledQuery = onWire
-            cancelsInFlight += 1
+        if let onWire, cancels?.query != onWire {
+            // Cancels in flight always belong to the query on the wire (a query is sent only when none are).
+            cancels = Cancels(query: onWire, inFlight: cancelsInFlight + 1, firstAt: now, resends: 0)
             return .cancelThenFinish(onWire)
         }
         return pendingCancel ? .settleThenFinish : .finish

@@ -35,24 +35,24 @@ extension PostgresConnection {
             return PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
         }
         while true {
-            switch state.mode {
+            switch state.machine.mode {
             case .copyIn:
                 let ended = PQputCopyEnd(conn, "the client cancelled the COPY")
                 if ended == 0 { return .wait(state.socket, .writable) }
                 if ended < 0 { throw lost() }
-                state.mode = .copyInEnded
+                state.machine.enter(.copyInEnded)
             case .copyInEnded:
                 let flushed = PQflush(conn)
                 if flushed == 1 { return .wait(state.socket, .writable) }
                 if flushed < 0 { throw lost() }
-                state.mode = .simple
+                state.machine.enter(.simple)
             case .copyOut:
                 var buffer: UnsafeMutablePointer<CChar>?
                 let count = PQgetCopyData(conn, &buffer, 1)
                 if let buffer { PQfreemem(buffer) }
                 if count > 0 { continue }
                 if count == -1 {
-                    state.mode = .simple
+                    state.machine.enter(.simple)
                     continue
                 }
                 if count == -2 { throw lost() }
@@ -61,7 +61,7 @@ extension PostgresConnection {
                 let retry = PQgetCopyData(conn, &again, 1)
                 if let again { PQfreemem(again) }
                 if retry == 0 { return .wait(state.socket, .readable) }
-                if retry == -1 { state.mode = .simple }
+                if retry == -1 { state.machine.enter(.simple) }
                 if retry == -2 { throw lost() }
             case .simple, .pipeline:
                 if PQisBusy(conn) == 1 {
@@ -69,18 +69,18 @@ extension PostgresConnection {
                     if PQisBusy(conn) == 1 { return .wait(state.socket, .readable) }
                 }
                 guard let result = PQgetResult(conn) else {
-                    if state.mode == .pipeline { continue }  // a NULL separates a pipeline's statements
+                    if state.machine.mode == .pipeline { continue }  // a NULL separates a pipeline's statements
                     _ = state.machine.resultsEnded(id)
                     return .done
                 }
                 let status = PQresultStatus(result)
                 PQclear(result)
                 switch status {
-                case PGRES_COPY_OUT: state.mode = .copyOut
-                case PGRES_COPY_IN: state.mode = .copyIn
+                case PGRES_COPY_OUT: state.machine.enter(.copyOut)
+                case PGRES_COPY_IN: state.machine.enter(.copyIn)
                 case PGRES_PIPELINE_SYNC:
                     guard PQexitPipelineMode(conn) == 1 else { throw lost() }
-                    state.mode = .simple
+                    state.machine.enter(.simple)
                     state.carried = nil
                     _ = state.machine.resultsEnded(id)
                     return .done

@@ -99,7 +99,7 @@ extension PostgresConnection {
             state.lastCarried = nil
             if let carry {
                 try Self.sendCarried(conn, sql, binds, deadline: carry, &state)
-                return state.machine.sent()
+                return state.machine.sent(mode: .pipeline)
             }
             let types = binds.map { Oid($0.oid) }
             let values = binds.map(\.text)
@@ -131,8 +131,7 @@ extension PostgresConnection {
                 if lost { state.machine.lost() }
                 throw PostgresError(lost ? .connection : .invalidQuery, message)
             }
-            state.mode = mode
-            return state.machine.sent()
+            return state.machine.sent(mode: mode)
         }
     }
 
@@ -213,9 +212,9 @@ extension PostgresConnection {
     /// flushed as far as the socket takes it), so the server aborts the load without waiting for the
     /// connection's next operation; the cleanup finishes what could not be sent. Under the lock.
     static func abortCopyIn(_ state: inout State) {
-        guard state.mode == .copyIn, let conn = state.conn?.raw else { return }
+        guard state.machine.mode == .copyIn, let conn = state.conn?.raw else { return }
         if PQputCopyEnd(conn, "the client cancelled the COPY") == 1 {
-            state.mode = .copyInEnded
+            state.machine.enter(.copyInEnded)
             _ = PQflush(conn)
         }
     }

@@ -43,32 +43,17 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         /// `PQbackendPID`: the key of cancel requests, a real pid only when ``identity`` says so.
         var keyPID: Int32 = 0
         var identity: PostgresBackendIdentity?
-        /// Set when the last cancel in flight finished; a new one is made when a cancel starts from none.
+        /// What a cleanup waiting for the cancels in flight awaits: made when a cancel starts from none, set
+        /// when the machine says the last one finished. A waiting primitive, not state: the machine counts.
         var cancelsSettled: OneShotEvent?
-        /// When the first cancel for the query on the wire went out, and how often it was sent again.
-        var firstCancelAt: ContinuousClock.Instant?
-        var resends = 0
-        /// Which sub-protocol the query on the wire is in: how a drain must read (or end) it.
-        var mode: WireMode = .simple
         /// The query on the wire carries its deadline to the server: where its pipeline is.
         var carried: CarriedDeadline?
         /// The last carried query's, once its pipeline ended (for its error's translation).
         var lastCarried: CarriedDeadline?
     }
 
-    /// The sub-protocol of the query on the wire.
-    enum WireMode: Sendable, Equatable {
-        /// Results until ReadyForQuery.
-        case simple
-        /// `COPY ... TO STDOUT`: copy data, then results.
-        case copyOut
-        /// `COPY ... FROM STDIN`: the client still owes copy data; a drain ends it with CopyFail.
-        case copyIn
-        /// `COPY ... FROM STDIN` ended by the client (CopyDone or CopyFail queued): flush, then results.
-        case copyInEnded
-        /// Pipeline mode: results of several statements, separated by NULLs, up to the sync.
-        case pipeline
-    }
+    /// The sub-protocol of the query on the wire (the state machine holds it).
+    typealias WireMode = ConnectionStateMachine.WireMode
 
     let state = Locked(State())
     let reactor: IOReactor
@@ -162,7 +147,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// that `PQfinish` always runs within the close's bound), then `PQfinish`.
     public func close() async throws {
         let (action, settled) = state.withLock { state -> (ConnectionStateMachine.CloseAction, OneShotEvent?) in
-            let action = state.machine.close()
+            let action = state.machine.close(now: .now)
             if case .cancelThenFinish = action, state.machine.cancelsInFlight == 1 {
                 state.cancelsSettled = OneShotEvent()  // the cancel just counted is awaited like any other
             }

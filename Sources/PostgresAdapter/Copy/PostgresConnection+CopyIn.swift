@@ -54,7 +54,7 @@ extension PostgresConnection {
                     buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(conn, $0.baseAddress, Int32($0.count)) }
                 }
                 if queued < 0, PQstatus(conn) != CONNECTION_BAD {
-                    state.mode = .simple  // the server ended the COPY: what is left is its error
+                    state.machine.enter(.simple)  // the server ended the COPY: what is left is its error
                 }
                 return (queued, state.socket)
             }
@@ -86,14 +86,14 @@ extension PostgresConnection {
         while true {
             let (step, socket) = try state.withLock { state -> (Int32, Int32) in
                 guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
-                switch state.mode {
+                switch state.machine.mode {
                 case .copyIn:
                     let ended = PQputCopyEnd(conn, nil)
-                    if ended == 1 { state.mode = .copyInEnded }
+                    if ended == 1 { state.machine.enter(.copyInEnded) }
                     return (ended == 1 ? 1 : ended, state.socket)
                 case .copyInEnded:
                     let flushed = PQflush(conn)
-                    if flushed == 0 { state.mode = .simple }
+                    if flushed == 0 { state.machine.enter(.simple) }
                     return (flushed == 0 ? 2 : (flushed == 1 ? 0 : -1), state.socket)
                 default:
                     return (2, state.socket)  // the server ended it already

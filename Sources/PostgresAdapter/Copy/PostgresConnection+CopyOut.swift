@@ -34,7 +34,7 @@ extension PostgresConnection {
                     continue
                 }
                 if count == -1 {
-                    state.mode = .simple
+                    state.machine.enter(.simple)
                     return gathered.isEmpty ? .copyDone : .lastChunk(gathered)
                 }
                 if !gathered.isEmpty, count != -2 {

@@ -29,7 +29,7 @@ extension PostgresConnection {
             }
         }
         guard started, outcome == .paused else { throw failure ?? wrongKind }
-        state.withLock { $0.mode = mode }
+        state.withLock { $0.machine.enter(mode) }
         return id
     }
 }

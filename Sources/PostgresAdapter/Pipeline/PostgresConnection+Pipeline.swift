@@ -86,7 +86,7 @@ extension PostgresConnection {
                                 state.machine.lost()
                                 throw PostgresError(.connection, "could not leave pipeline mode")
                             }
-                            state.mode = .simple
+                            state.machine.enter(.simple)
                             return .done(state.machine.resultsEnded(id).ourCancel)
                         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
                             if current == nil { current = .success(.from(result)) }
@@ -179,8 +179,7 @@ extension PostgresConnection {
                 state.machine.lost()
                 throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
             }
-            state.mode = .pipeline
-            return (state.machine.sent(), plan)
+            return (state.machine.sent(mode: .pipeline), plan)
         }
     }
 }

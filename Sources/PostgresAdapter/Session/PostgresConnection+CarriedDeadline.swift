@@ -84,7 +84,6 @@ extension PostgresConnection {
             state.machine.lost()
             throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
         }
-        state.mode = .pipeline
         state.carried = CarriedDeadline(deadline: deadline)
     }
 
@@ -126,7 +125,7 @@ extension PostgresConnection {
                 state.machine.lost()
                 throw PostgresError(.connection, "could not leave pipeline mode")
             }
-            state.mode = .simple
+            state.machine.enter(.simple)
             state.lastCarried = carried
             state.carried = nil
             return .ended

@@ -4,6 +4,8 @@ import Testing
 
 /// The connection's rules as a pure value: no server, no I/O.
 @Suite struct ConnectionStateMachineTests {
+    private let now = ContinuousClock.now
+
     private func sentQuery(_ machine: inout ConnectionStateMachine) -> UInt64 {
         let step1 = machine.begin()
         #expect(step1 == .ready)
@@ -23,16 +25,16 @@ import Testing
 
     @Test func cancelBeforeSendSendsNothing() {
         var machine = ConnectionStateMachine()
-        #expect(machine.cancelRequested(1) == .none)  // nothing on the wire yet
+        #expect(machine.cancelRequested(1, now: now) == .none)  // nothing on the wire yet
         #expect(machine.cancelsInFlight == 0)
     }
 
     @Test func cancelDuringAQueryIsSentOnceAndItsErrorIsOurs() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
-        let step4 = machine.cancelRequested(id)
+        let step4 = machine.cancelRequested(id, now: now)
         #expect(step4 == .send(id))
-        #expect(machine.cancelRequested(id) == .none)  // a second trigger while one is in flight
+        #expect(machine.cancelRequested(id, now: now) == .none)  // a second trigger while one is in flight
         let step5 = machine.resultsEnded(id)
         #expect(step5 == (ended: true, ourCancel: true))
         machine.end()
@@ -51,7 +53,7 @@ import Testing
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
         _ = machine.resultsEnded(id)
-        let step10 = machine.cancelRequested(id)
+        let step10 = machine.cancelRequested(id, now: now)
         #expect(step10 == .none)
         machine.end()
         let step11 = machine.begin()
@@ -64,7 +66,7 @@ import Testing
         _ = machine.resultsEnded(first)
         machine.end()
         let second = sentQuery(&machine)
-        let step12 = machine.cancelRequested(first)
+        let step12 = machine.cancelRequested(first, now: now)
         #expect(step12 == .none)
         let step13 = machine.resultsEnded(second)
         #expect(step13 == (ended: true, ourCancel: false))
@@ -73,7 +75,7 @@ import Testing
     @Test func aCallerThatLeavesLeavesADrainAndTheCancelGuard() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
-        let step14 = machine.cancelRequested(id)
+        let step14 = machine.cancelRequested(id, now: now)
         #expect(step14 == .send(id))
         machine.operationLeft(id)
         machine.end()
@@ -96,28 +98,30 @@ import Testing
     @Test func aResendIsAllowedOnlyAfterThePreviousCancelFinishedAndWhileTheQueryIsOnTheWire() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
-        let step21 = machine.cancelRequested(id)
+        let step21 = machine.cancelRequested(id, now: now)
         #expect(step21 == .send(id))
-        #expect(!machine.mayResendCancel(id))
-        let step22 = machine.cancelRequested(id, resend: true)
+        #expect(machine.resendBasis(id) == nil)
+        let step22 = machine.cancelRequested(id, resend: true, now: now)
         #expect(step22 == .none)
         _ = machine.cancelFinished()
-        #expect(machine.mayResendCancel(id))
-        let step23 = machine.cancelRequested(id, resend: true)
+        #expect(machine.resendBasis(id) != nil)
+        let step23 = machine.cancelRequested(id, resend: true, now: now + .seconds(1))
         #expect(step23 == .send(id))
         _ = machine.cancelFinished()
+        // The resend counts, and the first cancel's instant stays the basis of the resends' bound.
+        #expect(machine.resendBasis(id) == .init(firstAt: now, resends: 1))
         _ = machine.resultsEnded(id)
-        #expect(!machine.mayResendCancel(id))
-        let step24 = machine.cancelRequested(id, resend: true)
+        #expect(machine.resendBasis(id) == nil)
+        let step24 = machine.cancelRequested(id, resend: true, now: now)
         #expect(step24 == .none)
     }
 
     @Test func cancelWhileAPreviousCancelIsPendingWaitsForBoth() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
-        _ = machine.cancelRequested(id)
+        _ = machine.cancelRequested(id, now: now)
         _ = machine.cancelFinished()
-        _ = machine.cancelRequested(id, resend: true)
+        _ = machine.cancelRequested(id, resend: true, now: now)
         #expect(machine.cancelsInFlight == 1)
         machine.operationLeft(id)
         machine.end()
@@ -154,7 +158,7 @@ import Testing
         machine.end()
         let step33 = machine.begin()
         #expect(step33 == .refuseUnusable)
-        let step34 = machine.cancelRequested(1)
+        let step34 = machine.cancelRequested(1, now: now)
         #expect(step34 == .none)
         let step35 = machine.nextCleanupStep()
         #expect(step35 == .unusable)
@@ -163,11 +167,11 @@ import Testing
     @Test func closeCancelsAQueryOnTheWireOnceAndIsIdempotent() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
-        let step36 = machine.close()
+        let step36 = machine.close(now: now)
         #expect(step36 == .cancelThenFinish(id))
-        let step37 = machine.close()
+        let step37 = machine.close(now: now)
         #expect(step37 == .alreadyClosed)
-        let step38 = machine.cancelRequested(id)
+        let step38 = machine.cancelRequested(id, now: now)
         #expect(step38 == .none)
         let step39 = machine.cancelFinished()
         #expect(step39 == .cancelsSettled)
@@ -178,11 +182,11 @@ import Testing
     @Test func closeWithACancelAlreadyInFlightSettlesFirst() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
-        _ = machine.cancelRequested(id)
-        let step41 = machine.close()
+        _ = machine.cancelRequested(id, now: now)
+        let step41 = machine.close(now: now)
         #expect(step41 == .settleThenFinish)
         var idle = ConnectionStateMachine()
-        let step42 = idle.close()
+        let step42 = idle.close(now: now)
         #expect(step42 == .finish)
     }
 }
