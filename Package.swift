@@ -10,7 +10,6 @@ let package = Package(
     name: "ResourceKit",
     products: [
         .library(name: "ResourceKit", targets: ["ResourceKit"]),
-        .library(name: "ResourceKitConcurrency", targets: ["ResourceKitConcurrency"]),
         .library(name: "ResourceKitIO", targets: ["ResourceKitIO"]),
         .library(name: "ResourceKitPatterns", targets: ["ResourceKitPatterns"]),
         .library(name: "ResourceKitPrometheus", targets: ["ResourceKitPrometheus"]),
@@ -21,6 +20,8 @@ let package = Package(
         // A throwaway PostgreSQL cluster (initdb, pg_ctl) for tests and demos; not needed to use the adapter.
         .library(name: "EmbeddedPostgres", targets: ["EmbeddedPostgres"]),
         .library(name: "ResourceKitTesting", targets: ["ResourceKitTesting"]),
+        // pg_stat_activity as a probe (is server-side work still running?), for tests, demos and adapter kits.
+        .library(name: "PostgresActivity", targets: ["PostgresActivity"]),
         .executable(name: "resource-demo", targets: ["resource-demo"]),
         .executable(name: "resource-bench", targets: ["resource-bench"]),
     ],
@@ -29,24 +30,22 @@ let package = Package(
         // epoll, eventfd, accept4, spawn and inotify helpers that Swift cannot import cleanly (epoll_event is a
         // packed struct on x86_64). Adapters use the typed Swift API over it (`Syscall`), never the shim.
         .target(name: "CSystemShims"),
-        // The one lock (`Locked`) and the broadcast stream: no ResourceKit types.
-        .target(name: "ResourceKitConcurrency", swiftSettings: strict),
         // The lifecycle-and-cancellation core: scopes, handles, the registry, cancellation, deadlines, shield.
         .target(
             name: "ResourceKit",
-            dependencies: ["ResourceKitConcurrency", "CSystemShims"],
+            dependencies: ["CSystemShims"],
             swiftSettings: strict
         ),
         // The I/O runtime: the epoll reactor, the blocking pool, guarded descriptors, Syscall, byte streams.
         .target(
             name: "ResourceKitIO",
-            dependencies: ["ResourceKit", "ResourceKitConcurrency", "CSystemShims"],
+            dependencies: ["ResourceKit", "CSystemShims"],
             swiftSettings: strict
         ),
         // Task patterns on top of the core: latest-wins tasks, owned background work, outcomes.
         .target(
             name: "ResourceKitPatterns",
-            dependencies: ["ResourceKit", "ResourceKitConcurrency"],
+            dependencies: ["ResourceKit"],
             swiftSettings: strict
         ),
         // The registry's snapshot as Prometheus text.
@@ -55,34 +54,34 @@ let package = Package(
         // the embedded cluster, the testing kit's peers, the tests.
         .target(
             name: "ResourceKitProcesses",
-            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitConcurrency", "CSystemShims"],
+            dependencies: ["ResourceKit", "ResourceKitIO", "CSystemShims"],
             swiftSettings: strict
         ),
         .target(name: "SocketAdapter", dependencies: ["ResourceKit", "ResourceKitIO"], swiftSettings: strict),
         // The conformance kit for adapter authors (and for the shipped adapters' own tests).
         .target(
             name: "ResourceKitTesting",
-            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses"],
+            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitProcesses"],
             swiftSettings: strict
         ),
         .target(
             name: "FileAdapter",
-            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO"],
+            dependencies: ["ResourceKit", "ResourceKitIO"],
             swiftSettings: strict
         ),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(
             name: "PostgresAdapter",
-            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "CLibPQ"],
+            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitPatterns", "CLibPQ"],
             swiftSettings: strict
         ),
         .target(
             name: "EmbeddedPostgres",
-            dependencies: ["ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses"],
+            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitProcesses"],
             swiftSettings: strict
         ),
-        // Watching a server's backends through pg_stat_activity: for the demo, the benchmark and the tests, not
-        // part of the production adapter (no product).
+        // Watching a server's backends through pg_stat_activity: for the demo, the benchmark, tests and adapter
+        // kits; apart from the production adapter.
         .target(
             name: "PostgresActivity",
             dependencies: ["PostgresAdapter", "ResourceKit"],
@@ -94,7 +93,7 @@ let package = Package(
         .target(
             name: "DemoRuntime",
             dependencies: [
-                "DemoCommandLine", "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "PostgresAdapter",
+                "DemoCommandLine", "ResourceKit", "ResourceKitIO", "PostgresAdapter",
                 "EmbeddedPostgres",
             ],
             swiftSettings: strict
@@ -104,7 +103,7 @@ let package = Package(
             name: "resource-demo",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns",
+                "ResourceKit", "ResourceKitIO", "ResourceKitPatterns",
                 "ResourceKitPrometheus", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres",
                 "DemoCommandLine", "DemoRuntime",
             ],
@@ -115,7 +114,7 @@ let package = Package(
             name: "resource-bench",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKit", "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitProcesses", "ResourceKitTesting",
+                "ResourceKit", "ResourceKitIO", "ResourceKitProcesses", "ResourceKitTesting",
                 "SocketAdapter", "FileAdapter", "PostgresAdapter", "CLibPQ", "DemoCommandLine", "DemoRuntime",
             ],
             swiftSettings: strict
@@ -125,7 +124,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKit", "ResourceKitTesting", "EmbeddedPostgres",
             ],
@@ -137,7 +136,7 @@ let package = Package(
             name: "PostgresTestSupport",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "TestSupport", "ResourceKit", "PostgresAdapter", "EmbeddedPostgres",
             ],
@@ -147,7 +146,7 @@ let package = Package(
         .testTarget(
             name: "ResourceKitTests",
             dependencies: [
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
             ],
@@ -156,7 +155,7 @@ let package = Package(
         .testTarget(
             name: "SocketAdapterTests",
             dependencies: [
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "SocketAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
             ],
@@ -165,7 +164,7 @@ let package = Package(
         .testTarget(
             name: "FileAdapterTests",
             dependencies: [
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "FileAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
             ],
@@ -175,7 +174,7 @@ let package = Package(
             name: "PostgresAdapterTests",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport",
                 "PostgresTestSupport",
@@ -186,7 +185,7 @@ let package = Package(
         .executableTarget(
             name: "rk-spawn-probe",
             dependencies: [
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKit",
             ],
@@ -199,7 +198,7 @@ let package = Package(
             name: "ReliabilityTests",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "resource-demo", "rk-spawn-probe", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter",
                 "FileAdapter", "ResourceKit",
@@ -212,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "ResourceKitTestingTests",
             dependencies: [
-                "ResourceKitConcurrency", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKitTesting", "ResourceKit", "SocketAdapter", "CSystemShims", "TestSupport",
             ],
@@ -224,7 +223,7 @@ let package = Package(
             name: "ResourceDemoTests",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKitConcurrency",
+
                 "resource-demo", "PostgresAdapter", "ResourceKit", "ResourceKitTesting", "TestSupport",
                 "PostgresTestSupport",
             ],

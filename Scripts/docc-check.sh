@@ -3,8 +3,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 total=0
-for module in ResourceKitConcurrency ResourceKit ResourceKitIO ResourceKitPatterns ResourceKitPrometheus \
-    ResourceKitProcesses SocketAdapter FileAdapter PostgresAdapter EmbeddedPostgres ResourceKitTesting DemoCommandLine; do
+for module in ResourceKit ResourceKitIO ResourceKitPatterns ResourceKitPrometheus \
+    ResourceKitProcesses SocketAdapter FileAdapter PostgresAdapter EmbeddedPostgres ResourceKitTesting PostgresActivity \
+    DemoCommandLine; do
     graphs=$(mktemp -d)
     catalog=$(mktemp -d)/$module.docc
     mkdir -p "$catalog"

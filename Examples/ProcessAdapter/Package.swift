@@ -17,7 +17,6 @@ let package = Package(
             dependencies: [
                 .product(name: "ResourceKit", package: resourceKit),
                 .product(name: "ResourceKitIO", package: resourceKit),
-                .product(name: "ResourceKitConcurrency", package: resourceKit),
                 .product(name: "ResourceKitProcesses", package: resourceKit),
             ]
         ),

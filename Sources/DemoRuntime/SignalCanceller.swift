@@ -1,7 +1,6 @@
 import Dispatch
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 
 /// Turns SIGINT and SIGTERM into cancellation of the command's root task: every scope under it tears its
 /// resources down at once (a running query is cancelled on the server), and the command's own cleanup (the

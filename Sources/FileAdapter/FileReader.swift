@@ -1,5 +1,4 @@
 public import ResourceKit
-import ResourceKitConcurrency
 public import ResourceKitIO
 
 #if canImport(Glibc)

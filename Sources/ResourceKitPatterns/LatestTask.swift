@@ -1,5 +1,4 @@
 public import ResourceKit
-import ResourceKitConcurrency
 
 /// Latest-wins work keyed by an id: SwiftUI's `.task(id:)` for code without views.
 ///

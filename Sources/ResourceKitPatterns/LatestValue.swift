@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 
 /// The stale-result guard: a value that only the latest generation of work may set.
 ///

@@ -1,5 +1,4 @@
 public import ResourceKit
-import ResourceKitConcurrency
 
 /// One piece of work run by a ``ResourceOwner``: observable (progress, outcome) by any number of requests,
 /// which come and go without affecting it.

@@ -1,5 +1,4 @@
 public import ResourceKit
-import ResourceKitConcurrency
 
 /// A long-lived owner for work that must outlive the request that started it (an upload, a sync), and for
 /// resources adopted from request scopes.

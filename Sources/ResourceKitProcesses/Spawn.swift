@@ -2,7 +2,6 @@ import CSystemShims
 import Foundation
 
 public import ResourceKit
-import ResourceKitConcurrency
 public import ResourceKitIO
 #if canImport(Glibc)
 import Glibc

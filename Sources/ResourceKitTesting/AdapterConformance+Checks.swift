@@ -1,7 +1,6 @@
 import Foundation
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 
 extension AdapterConformance {

@@ -1,7 +1,6 @@
 import Foundation
 import Glibc
 @_spi(Testing) import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 
 extension AdapterConformance {

@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 
 /// Thrown by ``until(_:_:timeout:_:)`` when the awaited state never came: the tests' alternative to hanging.
 public struct ConditionNeverHeld: Error, CustomStringConvertible {

@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import ResourceKitProcesses
 

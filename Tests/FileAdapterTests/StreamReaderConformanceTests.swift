@@ -1,7 +1,6 @@
 @_spi(Testing) import FileAdapter
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitTesting
 import TestSupport
 import Testing

@@ -2,7 +2,6 @@ import PostgresActivity
 @_spi(Testing) import PostgresAdapter
 import PostgresTestSupport
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitTesting
 import TestSupport
 import Testing

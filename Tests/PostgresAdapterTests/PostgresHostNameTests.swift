@@ -1,7 +1,6 @@
 import Dispatch
 import PostgresTestSupport
 import ResourceKit
-import ResourceKitConcurrency
 @_spi(Testing) import ResourceKitIO
 import ResourceKitTesting
 import TestSupport

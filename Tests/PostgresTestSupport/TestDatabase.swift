@@ -3,7 +3,6 @@ import Foundation
 public import PostgresAdapter
 import PostgresActivity
 import ResourceKit
-import ResourceKitConcurrency
 import TestSupport
 
 /// The server the Postgres tests use: `RESOURCEKIT_TEST_POSTGRES` (a conninfo or URL) if set, else one

@@ -4,7 +4,6 @@ import PostgresAdapter
 import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter

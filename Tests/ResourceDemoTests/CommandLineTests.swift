@@ -1,6 +1,6 @@
+import ResourceKit
 import Foundation
 import Glibc
-import ResourceKitConcurrency
 import TestSupport
 import Testing
 

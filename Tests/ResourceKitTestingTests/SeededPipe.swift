@@ -1,7 +1,6 @@
 import CSystemShims
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 
 /// A pipe adapter written the way the guide says, with one seeded bug switched on at a time, so that the

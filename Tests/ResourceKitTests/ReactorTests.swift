@@ -6,7 +6,6 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitConcurrency
 @_spi(Testing) @testable import ResourceKitIO
 
 /// The reactor with real pipes, files and eventfds.

@@ -1,6 +1,5 @@
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitTesting
 @_spi(Testing) import SocketAdapter
 import TestSupport

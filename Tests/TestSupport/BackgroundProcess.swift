@@ -1,7 +1,6 @@
 import EmbeddedPostgres
 import Foundation
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import ResourceKitProcesses
 

@@ -3,7 +3,6 @@ import EmbeddedPostgres
 import Foundation
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import ResourceKitProcesses
 

@@ -1,7 +1,6 @@
 import EmbeddedPostgres
 import Foundation
 import ResourceKit
-import ResourceKitConcurrency
 
 /// What every fixture that starts a process or makes a directory calls first.
 public enum TestFixtures {

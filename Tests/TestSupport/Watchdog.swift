@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 
 /// The result of `task`, or `nil` when it has not ended within `bound`: the task is then cancelled, so that a
 /// broken cancellation path fails the test that names it instead of hanging the whole suite. The bound is

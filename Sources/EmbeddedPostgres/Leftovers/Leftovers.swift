@@ -1,6 +1,5 @@
 import Foundation
 import ResourceKit
-import ResourceKitConcurrency
 
 #if canImport(Glibc)
 import Glibc

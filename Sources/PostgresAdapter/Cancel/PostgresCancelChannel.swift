@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitPatterns
 
 /// The fast cancel path: one warm control connection that stops a backend with `pg_cancel_backend` instead

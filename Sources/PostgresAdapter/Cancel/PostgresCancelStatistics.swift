@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 
 /// Which path each cancel took, counted. A pool shares one among its connections; a connection made alone
 /// has its own. The same facts reach the registry's event stream as `postgres.cancel.*` events.

@@ -1,6 +1,5 @@
 import CLibPQ
 public import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 
 /// One Postgres connection through libpq's non-blocking API and the ResourceKit reactor. No libpq call that

@@ -1,6 +1,5 @@
 import CLibPQ
 import ResourceKit
-import ResourceKitConcurrency
 
 extension PostgresConnection {
     /// Runs `COPY ... TO STDOUT` and returns its data as an `AsyncSequence` of chunks of whole rows (see

@@ -1,7 +1,6 @@
 import CLibPQ
 import Foundation
 public import ResourceKit
-import ResourceKitConcurrency
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,5 @@
 import CLibPQ
 import ResourceKit
-import ResourceKitConcurrency
 
 /// A notice or warning the server sent (`RAISE NOTICE`, `RAISE WARNING`, a deprecation warning), or a message
 /// libpq reports about the connection.

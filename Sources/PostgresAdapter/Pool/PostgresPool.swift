@@ -1,6 +1,5 @@
 import CLibPQ
 public import ResourceKit
-import ResourceKitConcurrency
 public import ResourceKitIO
 
 /// A bounded pool of ``PostgresConnection``s.

@@ -1,6 +1,5 @@
 import CLibPQ
 import ResourceKit
-import ResourceKitConcurrency
 
 extension PostgresConnection {
     /// Starts a query in single-row mode and returns its rows as an `AsyncSequence`: memory stays flat

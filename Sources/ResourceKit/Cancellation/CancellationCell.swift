@@ -1,5 +1,4 @@
 import Synchronization
-import ResourceKitConcurrency
 
 /// Runs one operation so that a cancel arriving before its start, during it, or after its completion is
 /// handled exactly once.

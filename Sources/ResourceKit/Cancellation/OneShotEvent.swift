@@ -1,5 +1,3 @@
-import ResourceKitConcurrency
-
 /// A one-shot event: set once (any thread, non-blocking), awaited by any number of tasks. (Not a Unix signal:
 /// ResourceKit never installs signal handlers.)
 ///

@@ -1,5 +1,4 @@
 import Foundation
-import ResourceKitConcurrency
 
 /// The deadlines' clock: one dedicated thread (`rk.timers`) that runs each scheduled action at its instant.
 ///

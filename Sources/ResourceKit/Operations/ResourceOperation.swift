@@ -1,5 +1,3 @@
-import ResourceKitConcurrency
-
 /// One running operation of a resource, made by ``withResourceOperation(boundTo:deadline:onCancel:_:)``.
 ///
 /// It is the current task's innermost operation (a task-local) while its body runs: every ``CancellationCell``

@@ -1,5 +1,3 @@
-import ResourceKitConcurrency
-
 /// Background work an object owns: each task is recorded until it ends, and ``waitForAll()`` awaits every
 /// one (the owner's shutdown). Nothing started through it outlives the owner's close (Docs/Architecture.md,
 /// "Nothing outlives its owner").

@@ -1,5 +1,4 @@
 import Synchronization
-import ResourceKitConcurrency
 
 /// The plugin table and the ledger of live resources.
 ///

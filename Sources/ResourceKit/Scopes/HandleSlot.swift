@@ -1,5 +1,3 @@
-import ResourceKitConcurrency
-
 /// Where a resource keeps the ``ResourceHandle`` it got at registration, so that its operations can bind to
 /// it: register through the slot, read ``handle`` in operations, ``clear()`` it in `close()`.
 ///

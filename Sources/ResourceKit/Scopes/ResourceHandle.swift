@@ -1,5 +1,4 @@
 import Synchronization
-import ResourceKitConcurrency
 
 /// ResourceKit's record of one registered resource: what an adapter binds its operations to.
 ///

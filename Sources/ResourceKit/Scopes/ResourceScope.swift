@@ -1,5 +1,4 @@
 import Synchronization
-import ResourceKitConcurrency
 
 /// A lifetime for resources, bound to the task that runs ``withResourceScope(_:deadline:registry:isolation:_:)``.
 ///

@@ -1,6 +1,5 @@
 import Foundation
 public import ResourceKit
-import ResourceKitConcurrency
 
 /// Dedicated threads for calls that must block (a Postgres cancel request, `pread`, `getaddrinfo`), so that
 /// they never occupy the cooperative thread pool.

@@ -1,5 +1,4 @@
 public import ResourceKit
-import ResourceKitConcurrency
 #if canImport(Glibc)
 import Glibc
 #endif

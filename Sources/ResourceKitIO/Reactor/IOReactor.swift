@@ -3,7 +3,6 @@ import Foundation
 import Synchronization
 
 public import ResourceKit
-import ResourceKitConcurrency
 #if canImport(Glibc)
 import Glibc
 #endif

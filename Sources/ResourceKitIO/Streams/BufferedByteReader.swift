@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 
 /// A source of bytes with a small read-ahead buffer: what a stream adapter (socket, pipe, file, a child's
 /// stdout) implements to get `read`, `readExactly`, `readLine`, `chunks` and `lines` for free.

@@ -5,7 +5,6 @@ import Glibc
 import PostgresAdapter
 import PostgresActivity
 import ResourceKit
-import ResourceKitConcurrency
 
 /// Figures 3, 4 and 7: Postgres cancellation, round trips and the pool storm, each beside raw libpq.
 enum PostgresBench {

@@ -3,7 +3,6 @@ import FileAdapter
 import Foundation
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter

@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 
 /// Figure 5: the cost of a scope with one registered no-op resource, beside a bare
 /// `withTaskCancellationHandler` around a no-op.

@@ -1,7 +1,6 @@
 import DemoRuntime
 import DemoCommandLine
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitPatterns
 
 /// How one cancellable demo operation ended, with the time from the cancel to the task's return.

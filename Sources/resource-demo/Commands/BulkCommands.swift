@@ -2,7 +2,6 @@ import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
-import ResourceKitConcurrency
 
 /// `resource-demo listen` and `resource-demo copy`: LISTEN/NOTIFY and COPY, each cancellable.
 enum BulkCommands {

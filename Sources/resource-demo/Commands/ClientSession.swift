@@ -1,6 +1,5 @@
 import PostgresAdapter
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import SocketAdapter
 

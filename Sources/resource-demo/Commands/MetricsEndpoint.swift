@@ -1,6 +1,5 @@
 import Foundation
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import ResourceKitPrometheus
 import SocketAdapter

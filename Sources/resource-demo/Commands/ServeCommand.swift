@@ -2,7 +2,6 @@ import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
-import ResourceKitConcurrency
 import SocketAdapter
 
 /// `resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]`:

@@ -3,7 +3,6 @@ import DemoCommandLine
 import FileAdapter
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitIO
 import SocketAdapter
 

@@ -2,7 +2,6 @@ public import EmbeddedPostgres
 import Foundation
 import PostgresAdapter
 import ResourceKit
-import ResourceKitConcurrency
 import TestSupport
 
 /// The production shapes the Postgres adapter is tested against, started once per test process and stopped

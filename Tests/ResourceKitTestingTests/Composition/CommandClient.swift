@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitConcurrency
 import SocketAdapter
 
 // The worked example of Docs/WritingAnAdapter.md, "Composition" (the guide quotes this file between the

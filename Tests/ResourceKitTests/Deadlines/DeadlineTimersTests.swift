@@ -1,5 +1,4 @@
 @testable import ResourceKit
-import ResourceKitConcurrency
 import Testing
 
 /// The core's deadline timers (`rk.timers`): every scope, operation and wait deadline fires from here.

@@ -4,7 +4,6 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitConcurrency
 @_spi(Testing) @testable import ResourceKitIO
 @testable import ResourceKitPrometheus
 

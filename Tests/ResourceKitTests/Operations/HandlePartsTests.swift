@@ -1,6 +1,5 @@
 import Glibc
 import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitTesting
 import Synchronization
 import TestSupport

@@ -1,6 +1,5 @@
 import Glibc
 @_spi(Testing) import ResourceKit
-import ResourceKitConcurrency
 import ResourceKitTesting
 import Synchronization
 import TestSupport

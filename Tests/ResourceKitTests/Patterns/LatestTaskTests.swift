@@ -3,7 +3,6 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitConcurrency
 @testable import ResourceKitPatterns
 
 /// Latest-wins keyed work through real pipes: each run registers a pipe in its scope and blocks reading it.

@@ -2,7 +2,6 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitConcurrency
 @testable import ResourceKitPatterns
 
 @Suite struct OutcomeTests {

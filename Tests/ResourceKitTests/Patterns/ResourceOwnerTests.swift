@@ -3,7 +3,6 @@ import TestSupport
 import Testing
 
 @_spi(Testing) @testable import ResourceKit
-@testable import ResourceKitConcurrency
 @testable import ResourceKitPatterns
 
 @Suite struct ResourceOwnerTests {

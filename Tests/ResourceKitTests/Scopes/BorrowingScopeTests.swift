@@ -3,7 +3,6 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
-@testable import ResourceKitConcurrency
 
 /// The third level of cancellation without I/O: waits and operations on resources the calling task's innermost
 /// scope does not own join that scope (Docs/Architecture.md, "Three levels of cancellation").

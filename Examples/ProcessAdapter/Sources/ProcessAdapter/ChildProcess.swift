@@ -1,7 +1,6 @@
 import Glibc
 public import ResourceKit
 public import ResourceKitIO
-import ResourceKitConcurrency
 import ResourceKitProcesses
 
 /// A child process as a resource: cancelling it sends SIGTERM, then SIGKILL after a grace period; closing

@@ -1,5 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+// Public: the lock's hot path is `@inlinable`, so that the modules above the core (the I/O runtime, the
+// adapters) get it specialised and inlined; it calls pthread from there.
+public import Glibc
 #endif
 
 /// A value guarded by a `pthread_mutex_t`: ResourceKit's one lock type, public so that adapters (ours and
@@ -21,9 +23,10 @@ import Glibc
 /// The rule for every caller: decide under the lock, act after it. Never resume a continuation, start a task,
 /// publish an event, call adapter code or make a system call that may block inside ``withLock(_:)``.
 public struct Locked<Value: Sendable>: @unchecked Sendable {
-    private let storage: LockedStorage<Value>
+    @usableFromInline let storage: LockedStorage<Value>
 
     /// Creates the lock around `value`.
+    @inlinable
     public init(_ value: Value) {
         storage = LockedStorage.make(value, withCondition: false)
     }
@@ -35,6 +38,7 @@ public struct Locked<Value: Sendable>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
+    @inlinable
     public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try storage.withLock(body)
     }
@@ -73,9 +77,16 @@ public struct Locked<Value: Sendable>: @unchecked Sendable {
 }
 
 /// The header of a `LockedStorage`.
+@usableFromInline
 struct LockedHeader<Value> {
-    var value: Value
-    let hasCondition: Bool
+    @usableFromInline var value: Value
+    @usableFromInline let hasCondition: Bool
+
+    @usableFromInline
+    init(value: Value, hasCondition: Bool) {
+        self.value = value
+        self.hasCondition = hasCondition
+    }
 }
 
 /// What a ``Locked/waitWithLock(_:)`` step decided: finish with a result, or park until signalled (`nil`) or
@@ -88,10 +99,14 @@ package enum LockedWaitStep<Result> {
 /// The heap object behind ``Locked``: the value in the header, the pthread objects in the tail (raw words, so
 /// that a lock without a condition does not pay for one). Shared across threads only through ``Locked`` (see
 /// its proof).
+@usableFromInline
 final class LockedStorage<Value>: ManagedBuffer<LockedHeader<Value>, UInt64> {
-    private static var mutexWords: Int { (MemoryLayout<pthread_mutex_t>.size + 7) / 8 }
-    private static var conditionWords: Int { (MemoryLayout<pthread_cond_t>.size + 7) / 8 }
+    @inlinable
+    static var mutexWords: Int { (MemoryLayout<pthread_mutex_t>.size + 7) / 8 }
+    @inlinable
+    static var conditionWords: Int { (MemoryLayout<pthread_cond_t>.size + 7) / 8 }
 
+    @inlinable
     static func make(_ value: Value, withCondition: Bool) -> LockedStorage<Value> {
         let words = mutexWords + (withCondition ? conditionWords : 0)
         let storage = unsafeDowncast(
@@ -122,14 +137,17 @@ final class LockedStorage<Value>: ManagedBuffer<LockedHeader<Value>, UInt64> {
         }
     }
 
-    private static func mutex(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_mutex_t> {
+    @inlinable
+    static func mutex(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_mutex_t> {
         UnsafeMutableRawPointer(words).assumingMemoryBound(to: pthread_mutex_t.self)
     }
 
-    private static func condition(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_cond_t> {
+    @inlinable
+    static func condition(_ words: UnsafeMutablePointer<UInt64>) -> UnsafeMutablePointer<pthread_cond_t> {
         UnsafeMutableRawPointer(words + mutexWords).assumingMemoryBound(to: pthread_cond_t.self)
     }
 
+    @inlinable
     func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try withUnsafeMutablePointers { value, words in
             let mutex = Self.mutex(words)

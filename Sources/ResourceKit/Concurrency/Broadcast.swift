@@ -1,4 +1,5 @@
-import Synchronization
+// Public: the no-subscriber fast path is `@inlinable` (one atomic load in the caller, no call).
+public import Synchronization
 
 /// Fan-out of values to any number of `AsyncStream` subscribers, each with its own buffer of the newest
 /// values. Subscriptions are removed when their consumer stops iterating. Thread-safe; yielding never blocks,
@@ -19,10 +20,11 @@ public final class Broadcast<Element: Sendable>: Sendable {
     public init() {}
     /// Mirrors `state.subscribers.count` (written under the lock), so that a producer with nobody listening
     /// skips building the value at all.
-    private let subscriberCount = Atomic<Int>(0)
+    @usableFromInline let subscriberCount = Atomic<Int>(0)
 
     /// `true` while at least one stream is subscribed. A value yielded concurrently with a subscription may or
     /// may not reach it, as with the lock alone.
+    @inlinable
     public var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
     /// A stream of every value yielded from now on, starting with `current()` read just after subscribing
@@ -63,8 +65,14 @@ public final class Broadcast<Element: Sendable>: Sendable {
     }
 
     /// Hands `value` to every subscriber.
+    @inlinable
     public func yield(_ value: Element) {
         guard hasSubscribers else { return }
+        yieldToSubscribers(value)
+    }
+
+    @usableFromInline
+    func yieldToSubscribers(_ value: Element) {
         for subscriber in state.withLock({ Array($0.subscribers.values) }) {
             subscriber.yield(value)
         }
