@@ -52,7 +52,7 @@ public struct PostgresActivityProbe: Sendable {
 
     /// The `state` of backend `pid` (`active`, `idle`, `idle in transaction`, ...), or `nil` when it is gone.
     ///
-    /// Cancellation: as ``PostgresConnection/query(_:_:)`` on the observer.
+    /// Cancellation: as `PostgresConnection.query(_:_:)` on the observer.
     public func state(of pid: Int32) async throws -> String? {
         try await observer.query("SELECT state FROM pg_stat_activity WHERE pid = $1", [Int(pid)]).first?.decode(
             String?.self, at: 0)
@@ -60,7 +60,7 @@ public struct PostgresActivityProbe: Sendable {
 
     /// The process ids of the matching backends (only the active ones unless `activeOnly` is `false`).
     ///
-    /// Cancellation: as ``PostgresConnection/query(_:_:)`` on the observer.
+    /// Cancellation: as `PostgresConnection.query(_:_:)` on the observer.
     public func backends(_ which: Backends, activeOnly: Bool = true) async throws -> [Int32] {
         let (predicate, parameters): (String, [any PostgresEncodable]) =
             switch which {
