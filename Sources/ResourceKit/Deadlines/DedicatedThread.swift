@@ -8,19 +8,11 @@ package enum DedicatedThread {
     /// Starts `body` on a new thread named `name` (Linux keeps at most 15 bytes; longer names are cut). The
     /// thread ends when `body` returns.
     package static func start(name: String, _ body: @escaping @Sendable () -> Void) {
+        let cut = String(decoding: Array(name.utf8.prefix(15)), as: UTF8.self)
         let thread = Thread {
-            ThreadName.setCurrent(name)
+            _ = rk_set_thread_name(cut)
             body()
         }
         thread.start()
-    }
-}
-
-/// Thread names, for ``DedicatedThread``.
-package enum ThreadName {
-    /// Names the calling thread (Linux keeps at most 15 bytes; longer names are cut).
-    package static func setCurrent(_ name: String) {
-        let cut = String(decoding: Array(name.utf8.prefix(15)), as: UTF8.self)
-        _ = rk_set_thread_name(cut)
     }
 }

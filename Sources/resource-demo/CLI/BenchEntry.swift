@@ -1,6 +1,7 @@
 import DemoRuntime
 import Foundation
 import Glibc
+import ResourceKit
 
 /// `resource-demo bench`: a thin entry. The benchmark lives in its own executable, `resource-bench`, which the
 /// CLI a user installs does not link; this looks for it beside `resource-demo` and replaces this process with
@@ -17,12 +18,7 @@ enum BenchEntry {
         }
         let argv = ([bench] + arguments).map { strdup($0) } + [nil]
         execv(bench, argv)
-        Console.error("resource-demo: could not start resource-bench (\(SystemErrorText.current))")
+        Console.error("resource-demo: could not start resource-bench (\(SystemError.current("execv")))")
         exit(1)
     }
-}
-
-/// The text of `errno` after a failed call.
-private enum SystemErrorText {
-    static var current: String { String(cString: strerror(errno)) }
 }
