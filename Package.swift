@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "ResourceKit", targets: ["ResourceKit"]),
         .library(name: "ResourceKitIO", targets: ["ResourceKitIO"]),
         .library(name: "ResourceKitPatterns", targets: ["ResourceKitPatterns"]),
+        .library(name: "ResourceKitObservation", targets: ["ResourceKitObservation"]),
         .library(name: "ResourceKitPrometheus", targets: ["ResourceKitPrometheus"]),
         .library(name: "ResourceKitProcesses", targets: ["ResourceKitProcesses"]),
         .library(name: "SocketAdapter", targets: ["SocketAdapter"]),
@@ -48,8 +49,14 @@ let package = Package(
             dependencies: ["ResourceKit"],
             swiftSettings: strict
         ),
+        // How an application watches a registry: its snapshot, its event stream, an event sink.
+        .target(name: "ResourceKitObservation", dependencies: ["ResourceKit"], swiftSettings: strict),
         // The registry's snapshot as Prometheus text.
-        .target(name: "ResourceKitPrometheus", dependencies: ["ResourceKit"], swiftSettings: strict),
+        .target(
+            name: "ResourceKitPrometheus",
+            dependencies: ["ResourceKit", "ResourceKitObservation"],
+            swiftSettings: strict
+        ),
         // Child processes (posix_spawn with a clean signal mask and no inherited descriptors), for what spawns:
         // the embedded cluster, the testing kit's peers, the tests.
         .target(
@@ -61,7 +68,7 @@ let package = Package(
         // The conformance kit for adapter authors (and for the shipped adapters' own tests).
         .target(
             name: "ResourceKitTesting",
-            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitProcesses"],
+            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitObservation", "ResourceKitProcesses"],
             swiftSettings: strict
         ),
         .target(
@@ -103,7 +110,7 @@ let package = Package(
             name: "resource-demo",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKit", "ResourceKitIO", "ResourceKitPatterns",
+                "ResourceKit", "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation",
                 "ResourceKitPrometheus", "SocketAdapter", "FileAdapter", "PostgresAdapter", "EmbeddedPostgres",
                 "DemoCommandLine", "DemoRuntime",
             ],
@@ -114,8 +121,9 @@ let package = Package(
             name: "resource-bench",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKit", "ResourceKitIO", "ResourceKitProcesses", "ResourceKitTesting",
-                "SocketAdapter", "FileAdapter", "PostgresAdapter", "CLibPQ", "DemoCommandLine", "DemoRuntime",
+                "ResourceKit", "ResourceKitIO", "ResourceKitObservation", "ResourceKitProcesses",
+                "ResourceKitTesting", "SocketAdapter", "FileAdapter", "PostgresAdapter", "CLibPQ", "DemoCommandLine",
+                "DemoRuntime",
             ],
             swiftSettings: strict
         ),
@@ -124,7 +132,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKit", "ResourceKitTesting", "EmbeddedPostgres",
             ],
@@ -136,7 +144,7 @@ let package = Package(
             name: "PostgresTestSupport",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "TestSupport", "ResourceKit", "PostgresAdapter", "EmbeddedPostgres",
             ],
@@ -146,7 +154,7 @@ let package = Package(
         .testTarget(
             name: "ResourceKitTests",
             dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
             ],
@@ -155,7 +163,7 @@ let package = Package(
         .testTarget(
             name: "SocketAdapterTests",
             dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "SocketAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
             ],
@@ -164,7 +172,7 @@ let package = Package(
         .testTarget(
             name: "FileAdapterTests",
             dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "FileAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
             ],
@@ -174,7 +182,7 @@ let package = Package(
             name: "PostgresAdapterTests",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport",
                 "PostgresTestSupport",
@@ -185,7 +193,7 @@ let package = Package(
         .executableTarget(
             name: "rk-spawn-probe",
             dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKit",
             ],
@@ -198,7 +206,7 @@ let package = Package(
             name: "ReliabilityTests",
             dependencies: [
                 "PostgresActivity",
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "resource-demo", "rk-spawn-probe", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter",
                 "FileAdapter", "ResourceKit",
@@ -211,7 +219,7 @@ let package = Package(
         .testTarget(
             name: "ResourceKitTestingTests",
             dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitPrometheus",
+                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
                 "ResourceKitTesting", "ResourceKit", "SocketAdapter", "CSystemShims", "TestSupport",
             ],

@@ -3,7 +3,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 total=0
-for module in ResourceKit ResourceKitIO ResourceKitPatterns ResourceKitPrometheus \
+for module in ResourceKit ResourceKitIO ResourceKitPatterns ResourceKitObservation ResourceKitPrometheus \
     ResourceKitProcesses SocketAdapter FileAdapter PostgresAdapter EmbeddedPostgres ResourceKitTesting PostgresActivity \
     DemoCommandLine; do
     graphs=$(mktemp -d)

@@ -1,4 +1,5 @@
 public import ResourceKit
+public import ResourceKitObservation
 
 /// The registry in the Prometheus text exposition format (version 0.0.4), the format every scraper reads.
 ///

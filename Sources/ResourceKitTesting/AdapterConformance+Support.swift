@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @_spi(Testing) import ResourceKit
+import ResourceKitObservation
 import ResourceKitIO
 
 extension AdapterConformance {

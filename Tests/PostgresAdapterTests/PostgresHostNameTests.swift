@@ -1,6 +1,7 @@
 import Dispatch
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitObservation
 @_spi(Testing) import ResourceKitIO
 import ResourceKitTesting
 import TestSupport

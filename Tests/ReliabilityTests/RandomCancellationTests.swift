@@ -4,6 +4,7 @@ import PostgresAdapter
 import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitObservation
 import ResourceKitIO
 import ResourceKitTesting
 import SocketAdapter

@@ -6,6 +6,7 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
+import ResourceKitObservation
 @_spi(Testing) @testable import ResourceKitIO
 
 /// Must show: 10,000 iterations of a scope with a real pipe resource, cancelled from other threads at a random

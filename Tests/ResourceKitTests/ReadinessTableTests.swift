@@ -3,6 +3,7 @@ import Glibc
 import Testing
 
 @testable import ResourceKit
+import ResourceKitObservation
 @testable import ResourceKitIO
 
 /// The reactor's descriptor table as a value, with a fake kernel that performs the calls the table returns.

@@ -2,6 +2,7 @@ import ResourceKitTesting
 import Synchronization
 import TestSupport
 import Testing
+import ResourceKitObservation
 
 @_spi(Testing) @testable import ResourceKit
 @_spi(Testing) @testable import ResourceKitIO

@@ -2,6 +2,7 @@ import Synchronization
 import Testing
 
 @testable import ResourceKit
+import ResourceKitObservation
 @testable import ResourceKitIO
 
 #if canImport(Glibc)

@@ -12,18 +12,39 @@
 struct ConnectionStateMachine: Sendable, Equatable {
     typealias QueryID = UInt64
 
-    /// What is on the wire.
-    enum Wire: Sendable, Equatable {
-        /// ReadyForQuery seen: nothing of ours is on the wire.
-        case idle
-        /// A query was sent and its caller is collecting its results.
-        case executing(QueryID)
-        /// The query's caller left (cancelled, or a stream dropped): its results are still on the wire and are
-        /// drained before the next query.
-        case abandoned(QueryID)
+    /// Whether the connection can be used, and if so what is on its wire. Only a usable connection has a wire and
+    /// can owe a rollback: a broken or closed one has neither.
+    enum Usability: Sendable, Equatable {
+        case usable(Usable)
         /// Lost, or in a state nobody can know: never used again.
         case broken
         /// Closed by its owner.
+        case closed
+    }
+
+    struct Usable: Sendable, Equatable {
+        var onWire: OnWire = .idle
+        /// A transaction was interrupted: roll back before the next operation.
+        var owesRollback = false
+    }
+
+    /// What is on the wire of a usable connection.
+    enum OnWire: Sendable, Equatable {
+        /// ReadyForQuery seen: nothing of ours is on the wire.
+        case idle
+        /// A query was sent and its caller is collecting its results, read as the mode says.
+        case executing(QueryID, WireMode)
+        /// The query's caller left (cancelled, or a stream dropped): its results are still on the wire and are
+        /// drained (as the mode says) before the next query.
+        case abandoned(QueryID, WireMode)
+    }
+
+    /// The old flat view of the wire, for assertions and for the few readers that do not care about the mode.
+    enum Wire: Sendable, Equatable {
+        case idle
+        case executing(QueryID)
+        case abandoned(QueryID)
+        case broken
         case closed
     }
 
@@ -39,6 +60,17 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case copyInEnded
         /// Pipeline mode: results of several statements, separated by NULLs, up to the sync.
         case pipeline
+        /// A statement carrying its deadline to the server: a pipeline of prelude, statement and epilogue, and
+        /// where its reading is (Docs/Architecture.md, "The Postgres adapter").
+        case carried(CarriedDeadline)
+
+        /// Results of several statements separated by NULLs, up to a sync.
+        var isPipeline: Bool {
+            switch self {
+            case .pipeline, .carried: true
+            case .simple, .copyOut, .copyIn, .copyInEnded: false
+            }
+        }
     }
 
     /// The cancels sent for one query. Kept after they finished, until the next query is sent: it is what
@@ -60,22 +92,52 @@ struct ConnectionStateMachine: Sendable, Equatable {
         let resends: Int
     }
 
-    private(set) var wire: Wire = .idle
-    /// How the query on the wire is read (``WireMode/simple`` when nothing is).
-    private(set) var mode: WireMode = .simple
-    /// An operation holds the connection.
+    private(set) var usability: Usability = .usable(Usable())
+    /// An operation holds the connection. Independent of the rest: an operation may hold a connection in every
+    /// state (it learns that it broke, or that its owner closed it, when it next asks).
     private(set) var leased = false
-    /// The cancels of the query on the wire (or of the last one, while they finish).
+    /// The cancels of the query on the wire (or of the last one, while they finish). Independent of
+    /// ``usability`` too: cancels sent before a loss or a close still finish.
     private(set) var cancels: Cancels?
-    /// A transaction was interrupted: roll back before the next operation.
-    private(set) var needsRollback = false
+    /// The carried deadline of the last query, once its pipeline ended: a `57014` in its results is translated
+    /// with it. Cleared when the next query is sent.
+    private(set) var lastCarried: CarriedDeadline?
     private var lastQuery: QueryID = 0
+
+    /// The flat view of the wire.
+    var wire: Wire {
+        switch usability {
+        case .broken: .broken
+        case .closed: .closed
+        case .usable(let usable):
+            switch usable.onWire {
+            case .idle: .idle
+            case .executing(let id, _): .executing(id)
+            case .abandoned(let id, _): .abandoned(id)
+            }
+        }
+    }
+
+    /// How the query on the wire is read (``WireMode/simple`` when nothing is).
+    var mode: WireMode {
+        guard case .usable(let usable) = usability else { return .simple }
+        switch usable.onWire {
+        case .idle: return .simple
+        case .executing(_, let mode), .abandoned(_, let mode): return mode
+        }
+    }
+
+    /// A rollback is owed before the next operation.
+    var needsRollback: Bool {
+        if case .usable(let usable) = usability { return usable.owesRollback }
+        return false
+    }
 
     /// Cancels sent and not finished yet.
     var cancelsInFlight: Int { cancels?.inFlight ?? 0 }
 
     /// `true` once the connection can no longer be used.
-    var isUnusable: Bool { wire == .broken || wire == .closed }
+    var isUnusable: Bool { usability == .broken || usability == .closed }
 
     /// `true` when the next operation has cleanup to do first.
     var needsCleanup: Bool {
@@ -89,6 +151,13 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case .executing(let id), .abandoned(let id): id
         case .idle, .broken, .closed: nil
         }
+    }
+
+    /// Changes the usable state; a broken or closed connection stays as it is.
+    private mutating func ifUsable(_ change: (inout Usable) -> Void) {
+        guard case .usable(var usable) = usability else { return }
+        change(&usable)
+        usability = .usable(usable)
     }
 
     // MARK: operations
@@ -122,7 +191,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case waitForCancels
         /// Read and discard results until ReadyForQuery.
         case drain(QueryID)
-        /// Send `ROLLBACK` (the flag is cleared: a failed rollback breaks the connection).
+        /// Send `ROLLBACK` (the debt is cleared: a failed rollback breaks the connection).
         case rollback
         case done
         /// The connection became unusable.
@@ -132,11 +201,12 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// What the cleanup before the next query does next. The order is asyncpg's guard: the cancel's EOF, then
     /// ReadyForQuery, then the transaction.
     mutating func nextCleanupStep() -> CleanupStep {
-        if isUnusable { return .unusable }
+        guard case .usable(var usable) = usability else { return .unusable }
         if cancelsInFlight > 0 { return .waitForCancels }
-        if case .abandoned(let id) = wire { return .drain(id) }
-        if needsRollback {
-            needsRollback = false
+        if case .abandoned(let id, _) = usable.onWire { return .drain(id) }
+        if usable.owesRollback {
+            usable.owesRollback = false
+            usability = .usable(usable)
             return .rollback
         }
         return .done
@@ -146,33 +216,49 @@ struct ConnectionStateMachine: Sendable, Equatable {
     mutating func sent(mode: WireMode = .simple) -> QueryID {
         precondition(leased && wire == .idle && cancelsInFlight == 0, "send on a connection that is not ready")
         lastQuery += 1
-        wire = .executing(lastQuery)
-        self.mode = mode
+        let id = lastQuery
+        ifUsable { $0.onWire = .executing(id, mode) }
         cancels = nil
-        return lastQuery
+        lastCarried = nil
+        return id
     }
 
-    /// The query on the wire moved to another sub-protocol (a COPY began or ended, a pipeline was entered).
+    /// The query on the wire moved to another sub-protocol (a COPY began or ended, a pipeline was entered, a
+    /// carried statement's reading moved on).
     mutating func enter(_ mode: WireMode) {
-        self.mode = mode
+        ifUsable { usable in
+            switch usable.onWire {
+            case .idle: break
+            case .executing(let id, _): usable.onWire = .executing(id, mode)
+            case .abandoned(let id, _): usable.onWire = .abandoned(id, mode)
+            }
+        }
+    }
+
+    /// A carried statement's pipeline reached its sync: the connection is back in its plain mode, and the carried
+    /// deadline is kept for the translation of the statement's error.
+    mutating func carriedPipelineEnded() {
+        if case .carried(let carried) = mode { lastCarried = carried }
+        enter(.simple)
     }
 
     /// The results of `id` ended (ReadyForQuery). Returns whether a `57014` in them is ours.
     mutating func resultsEnded(_ id: QueryID) -> (ended: Bool, ourCancel: Bool) {
         guard queryOnWire == id else { return (false, false) }
-        wire = .idle
-        mode = .simple
+        ifUsable { $0.onWire = .idle }
         return (true, cancels?.query == id)
     }
 
     /// The caller of `id` left before ReadyForQuery (cancelled, or a stream was dropped).
     mutating func operationLeft(_ id: QueryID) {
-        if wire == .executing(id) { wire = .abandoned(id) }
+        ifUsable { usable in
+            if case .executing(id, let mode) = usable.onWire { usable.onWire = .abandoned(id, mode) }
+        }
     }
 
     /// An interrupted transaction must be rolled back before the next operation.
     mutating func requireRollback() {
-        if !isUnusable { needsRollback = true }
+        ifUsable { $0.owesRollback = true }
     }
 
     // MARK: cancellation
@@ -224,8 +310,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
 
     /// The connection was lost, or a step left it in a state nobody can know.
     mutating func lost() {
-        if wire != .closed { wire = .broken }
-        needsRollback = false
+        if usability != .closed { usability = .broken }
     }
 
     enum CloseAction: Sendable, Equatable {
@@ -239,12 +324,10 @@ struct ConnectionStateMachine: Sendable, Equatable {
 
     /// The owner closes the connection, at `now`.
     mutating func close(now: ContinuousClock.Instant) -> CloseAction {
-        if wire == .closed { return .alreadyClosed }
+        if usability == .closed { return .alreadyClosed }
         let onWire = queryOnWire
         let pendingCancel = cancelsInFlight > 0
-        wire = .closed
-        mode = .simple
-        needsRollback = false
+        usability = .closed
         if let onWire, cancels?.query != onWire {
             // Cancels in flight always belong to the query on the wire (a query is sent only when none are).
             cancels = Cancels(query: onWire, inFlight: cancelsInFlight + 1, firstAt: now, resends: 0)

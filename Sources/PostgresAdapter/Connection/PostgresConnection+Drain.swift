@@ -63,13 +63,13 @@ extension PostgresConnection {
                 if retry == 0 { return .wait(state.socket, .readable) }
                 if retry == -1 { state.machine.enter(.simple) }
                 if retry == -2 { throw lost() }
-            case .simple, .pipeline:
+            case .simple, .pipeline, .carried:
                 if PQisBusy(conn) == 1 {
                     if PQconsumeInput(conn) == 0 { throw lost() }
                     if PQisBusy(conn) == 1 { return .wait(state.socket, .readable) }
                 }
                 guard let result = PQgetResult(conn) else {
-                    if state.machine.mode == .pipeline { continue }  // a NULL separates a pipeline's statements
+                    if state.machine.mode.isPipeline { continue }  // a NULL separates a pipeline's statements
                     _ = state.machine.resultsEnded(id)
                     return .done
                 }
@@ -81,7 +81,6 @@ extension PostgresConnection {
                 case PGRES_PIPELINE_SYNC:
                     guard PQexitPipelineMode(conn) == 1 else { throw lost() }
                     state.machine.enter(.simple)
-                    state.carried = nil
                     _ = state.machine.resultsEnded(id)
                     return .done
                 default: break

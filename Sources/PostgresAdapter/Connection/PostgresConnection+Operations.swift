@@ -96,10 +96,9 @@ extension PostgresConnection {
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
-            state.lastCarried = nil
             if let carry {
                 try Self.sendCarried(conn, sql, binds, deadline: carry, &state)
-                return state.machine.sent(mode: .pipeline)
+                return state.machine.sent(mode: .carried(.init(deadline: carry)))
             }
             let types = binds.map { Oid($0.oid) }
             let values = binds.map(\.text)
@@ -245,7 +244,7 @@ extension PostgresConnection {
             }
             while PQisBusy(conn) == 0 {
                 let next = PQgetResult(conn)
-                if state.carried != nil {
+                if case .carried = state.machine.mode {
                     switch try Self.takeCarried(next, conn, &state) {
                     case .taken:
                         if let next { PQclear(next) }

@@ -45,10 +45,6 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         /// What a cleanup waiting for the cancels in flight awaits: made when a cancel starts from none, set
         /// when the machine says the last one finished. A waiting primitive, not state: the machine counts.
         var cancelsSettled: OneShotEvent?
-        /// The query on the wire carries its deadline to the server: where its pipeline is.
-        var carried: CarriedDeadline?
-        /// The last carried query's, once its pipeline ended (for its error's translation).
-        var lastCarried: CarriedDeadline?
     }
 
     /// The sub-protocol of the query on the wire (the state machine holds it).

@@ -10,27 +10,8 @@ import ResourceKit
 /// true)`: local to the transaction); then the caller's statement; then the epilogue restores the saved value
 /// unless the statement set its own (it matters inside an explicit transaction; otherwise the sync ends the
 /// implicit transaction and the local setting with it). Only the caller's statement's results reach the caller;
-/// ``CarriedDeadline`` walks the others.
+/// ``ConnectionStateMachine/CarriedDeadline``, the payload of the wire mode, walks the others.
 extension PostgresConnection {
-    /// Where the results of a carried statement's pipeline are.
-    struct CarriedDeadline: Sendable, Equatable {
-        enum Stage: Sendable, Equatable {
-            /// The prelude's results, up to its end.
-            case prelude
-            /// The caller's statement's results.
-            case statement
-            /// The epilogue's results, then the sync.
-            case epilogue
-        }
-
-        var stage: Stage = .prelude
-        /// The deadline that was carried.
-        let deadline: ContinuousClock.Instant
-        /// Whether the carried timeout is the one in force (the session's own was not shorter): a
-        /// `statement_timeout` error is then the deadline's.
-        var inForce = false
-    }
-
     /// Saves the session's timeout, sets `$1` milliseconds unless the session's own is shorter, and records what it
     /// set (the inner `set_config` returns it); says whether the carried one is in force.
     static let carryPrelude = """
@@ -84,7 +65,6 @@ extension PostgresConnection {
             state.machine.lost()
             throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
         }
-        state.carried = CarriedDeadline(deadline: deadline)
     }
 
     /// What a result of a carried statement's pipeline is for.
@@ -102,7 +82,7 @@ extension PostgresConnection {
     static func takeCarried(_ result: OpaquePointer?, _ conn: OpaquePointer, _ state: inout State) throws
         -> CarriedStep
     {
-        guard var carried = state.carried else { return .callers }
+        guard case .carried(var carried) = state.machine.mode else { return .callers }
         switch carried.stage {
         case .prelude:
             if let result {
@@ -112,12 +92,12 @@ extension PostgresConnection {
             } else {
                 carried.stage = .statement
             }
-            state.carried = carried
+            state.machine.enter(.carried(carried))
             return .taken
         case .statement:
             guard result == nil else { return .callers }
             carried.stage = .epilogue
-            state.carried = carried
+            state.machine.enter(.carried(carried))
             return .taken
         case .epilogue:
             guard let result, PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .taken }
@@ -125,9 +105,7 @@ extension PostgresConnection {
                 state.machine.lost()
                 throw PostgresError(.connection, "could not leave pipeline mode")
             }
-            state.machine.enter(.simple)
-            state.lastCarried = carried
-            state.carried = nil
+            state.machine.carriedPipelineEnded()
             return .ended
         }
     }
@@ -137,11 +115,32 @@ extension PostgresConnection {
     func outcome(of failure: PostgresError, ourCancel: Bool) -> any Error {
         guard failure.isQueryCanceled else { return failure }
         if ourCancel { return handle?.cancellationReason?.error ?? CancellationError() }
-        if let carried = state.withLock({ $0.lastCarried }), carried.inForce,
+        if let carried = state.withLock({ $0.machine.lastCarried }), carried.inForce,
             ContinuousClock.now >= carried.deadline - .milliseconds(50)
         {
             return DeadlineExceededError(deadline: carried.deadline)
         }
         return failure
+    }
+}
+
+extension ConnectionStateMachine {
+    /// Where the results of a carried statement's pipeline are: the payload of ``WireMode/carried(_:)``.
+    struct CarriedDeadline: Sendable, Equatable {
+        enum Stage: Sendable, Equatable {
+            /// The prelude's results, up to its end.
+            case prelude
+            /// The caller's statement's results.
+            case statement
+            /// The epilogue's results, then the sync.
+            case epilogue
+        }
+
+        var stage: Stage = .prelude
+        /// The deadline that was carried.
+        let deadline: ContinuousClock.Instant
+        /// Whether the carried timeout is the one in force (the session's own was not shorter): a
+        /// `statement_timeout` error is then the deadline's.
+        var inForce = false
     }
 }

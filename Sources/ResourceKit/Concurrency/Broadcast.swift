@@ -1,13 +1,14 @@
-// Public: the no-subscriber fast path is `@inlinable` (one atomic load in the caller, no call).
-public import Synchronization
+// Package-wide: the no-subscriber fast path is `@inlinable` (one atomic load in the caller, no call).
+package import Synchronization
 
 /// Fan-out of values to any number of `AsyncStream` subscribers, each with its own buffer of the newest
 /// values. Subscriptions are removed when their consumer stops iterating. Thread-safe; yielding never blocks,
 /// and costs one atomic load when nobody subscribes. The one implementation behind every observable stream of
-/// the package (registry events, reactor and pool counts, cancel statistics); adapters use it for theirs.
+/// the package (registry events, reactor and pool counts, cancel statistics). Package access: an adapter outside
+/// the package publishes its own streams with `AsyncStream` (Docs/Architecture.md, "Modules").
 ///
 /// Call ``yield(_:)`` after releasing your own lock (decide under the lock, act after it).
-public final class Broadcast<Element: Sendable>: Sendable {
+package final class Broadcast<Element: Sendable>: Sendable {
     private struct State: Sendable {
         var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
         var nextID: UInt64 = 0
@@ -17,7 +18,7 @@ public final class Broadcast<Element: Sendable>: Sendable {
     private let state = Locked(State())
 
     /// A broadcast with no subscribers.
-    public init() {}
+    package init() {}
     /// Mirrors `state.subscribers.count` (written under the lock), so that a producer with nobody listening
     /// skips building the value at all.
     @usableFromInline let subscriberCount = Atomic<Int>(0)
@@ -25,11 +26,11 @@ public final class Broadcast<Element: Sendable>: Sendable {
     /// `true` while at least one stream is subscribed. A value yielded concurrently with a subscription may or
     /// may not reach it, as with the lock alone.
     @inlinable
-    public var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
+    package var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
     /// A stream of every value yielded from now on, starting with `current()` read just after subscribing
     /// (so that no change between the read and the subscription is lost: the stream ends on the newest value).
-    public func subscribe(bufferingNewest limit: Int, startingWith current: () -> Element) -> AsyncStream<Element> {
+    package func subscribe(bufferingNewest limit: Int, startingWith current: () -> Element) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(limit))
         add(continuation)
         continuation.yield(current())
@@ -37,7 +38,7 @@ public final class Broadcast<Element: Sendable>: Sendable {
     }
 
     /// A stream of every value yielded from now on; already finished if ``finish()`` ran.
-    public func subscribe(bufferingNewest limit: Int) -> AsyncStream<Element> {
+    package func subscribe(bufferingNewest limit: Int) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(limit))
         add(continuation)
         return stream
@@ -66,7 +67,7 @@ public final class Broadcast<Element: Sendable>: Sendable {
 
     /// Hands `value` to every subscriber.
     @inlinable
-    public func yield(_ value: Element) {
+    package func yield(_ value: Element) {
         guard hasSubscribers else { return }
         yieldToSubscribers(value)
     }
@@ -79,7 +80,7 @@ public final class Broadcast<Element: Sendable>: Sendable {
     }
 
     /// Ends every stream; later subscriptions end at once.
-    public func finish() {
+    package func finish() {
         let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
             state.finished = true
             defer {

@@ -23,7 +23,8 @@ public enum LeakReason: Sendable, Hashable {
     case didNotStopAfterCancel
 }
 
-/// One lifecycle event, as delivered by ``ResourceRegistry/events(bufferingNewest:)``.
+/// One lifecycle event, published by the registry and delivered by `registry.events()` and `registry.eventSink`
+/// (`ResourceKitObservation`).
 public struct ResourceEvent: Sendable {
     /// What happened.
     public enum What: Sendable, Hashable {

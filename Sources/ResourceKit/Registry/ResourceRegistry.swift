@@ -3,9 +3,11 @@ import Synchronization
 /// The plugin table and the ledger of live resources.
 ///
 /// Adapters add their kinds with ``registerKind(_:)``; scopes register resources here. The registry keeps the
-/// live resources, per-kind counters, a cancellation-latency histogram per kind, and a stream of lifecycle
-/// events. Tests usually create their own registry (``init()``) so that parallel tests do not see each
-/// other's resources, and pass it to ``withResourceScope(_:deadline:registry:isolation:_:)``.
+/// live resources, per-kind counters, a cancellation-latency histogram per kind, and publishes lifecycle
+/// events (``ResourceEvent``). `ResourceKitObservation` reads them: `registry.snapshot()`, `registry.events()`,
+/// `registry.eventSink` (Docs/Architecture.md, "Modules"). Tests usually create their own registry (``init()``)
+/// so that parallel tests do not see each other's resources, and pass it to
+/// ``withResourceScope(_:deadline:registry:isolation:_:)``.
 public final class ResourceRegistry: Sendable {
     /// The process-wide registry used when none is given.
     public static let shared = ResourceRegistry()
@@ -20,18 +22,18 @@ public final class ResourceRegistry: Sendable {
         var kinds: [String: ResourceKind] = [:]
         var live: [ResourceID: Entry] = [:]
         var byObject: [ObjectIdentifier: ResourceID] = [:]
-        var counters: [String: RegistrySnapshot.KindCounters] = [:]
+        var counters: [String: KindTally] = [:]
     }
 
     private let state = Locked(State())
-    /// Closes of abandoned resources, running until they end (``RegistrySnapshot/backgroundCloses``).
+    /// Closes of abandoned resources, running until they end (a snapshot's `backgroundCloses`).
     private let closes = OwnedTasks()
     private let broadcast = Broadcast<ResourceEvent>()
     private let liveCounts = Broadcast<Int>()
     /// Operations bound to this registry's resources and running now (``operationCountUpdates()``).
     private let operationsInFlight = Atomic<Int>(0)
     private let operationCounts = Broadcast<Int>()
-    private let sink = Locked<(any ResourceEventSink)?>(nil)
+    private let sink = Locked<EventSinkSlot?>(nil)
     /// Mirrors `sink != nil` (written under the sink's lock): with no sink and no subscriber, events are not
     /// even built.
     private let hasSink = Atomic<Bool>(false)
@@ -39,15 +41,19 @@ public final class ResourceRegistry: Sendable {
     /// Creates an empty registry.
     public init() {}
 
-    /// Creates an empty registry that hands every lifecycle event to `sink`.
-    public convenience init(sink: any ResourceEventSink) {
-        self.init()
-        eventSink = sink
+    /// The sink the observation module installed: the public sink itself (for its getter) and how to call it.
+    package struct EventSinkSlot: Sendable {
+        package let sink: any Sendable
+        package let receive: @Sendable (ResourceEvent) -> Void
+
+        package init(sink: any Sendable, receive: @escaping @Sendable (ResourceEvent) -> Void) {
+            self.sink = sink
+            self.receive = receive
+        }
     }
 
-    /// The sink that receives every lifecycle event (for a logging or metrics backend), or `nil` (the default:
-    /// events only reach ``events(bufferingNewest:)`` subscribers). Settable at any time, from any thread.
-    public var eventSink: (any ResourceEventSink)? {
+    /// The installed sink (`ResourceKitObservation`'s `eventSink`); settable at any time, from any thread.
+    package var eventSinkSlot: EventSinkSlot? {
         get { sink.withLock { $0 } }
         set {
             sink.withLock { sink in
@@ -137,29 +143,22 @@ public final class ResourceRegistry: Sendable {
         liveCounts.subscribe(bufferingNewest: 64) { liveCount }
     }
 
-    /// A copy of the current state.
-    public func snapshot() -> RegistrySnapshot {
-        let now = ContinuousClock.now
-        var snapshot = state.withLock { state in
-            let live = state.live.values
-                .map {
-                    RegistrySnapshot.LiveResource(
-                        info: $0.handleInfo, cancellation: $0.cancellation, age: now - $0.handleInfo.acquiredAt)
-                }
-                .sorted { $0.info.id < $1.info.id }
-            return RegistrySnapshot(
-                live: live,
-                counters: state.counters,
-                kinds: state.kinds.values.sorted { $0.name < $1.name }
+    /// A copy of the current state, for `registry.snapshot()` in `ResourceKitObservation`.
+    package func reading() -> RegistryReading {
+        let (live, tallies, kinds) = state.withLock { state in
+            (
+                state.live.values.map { RegistryReading.Live(info: $0.handleInfo, cancellation: $0.cancellation) },
+                state.counters,
+                state.kinds.values.sorted { $0.name < $1.name }
             )
         }
-        snapshot.backgroundCloses = closes.count
-        return snapshot
+        return RegistryReading(
+            live: live.sorted { $0.info.id < $1.info.id }, tallies: tallies, kinds: kinds,
+            backgroundCloses: closes.count, takenAt: .now)
     }
 
-    /// A stream of lifecycle events from now on. When the consumer falls behind, the oldest events are
-    /// dropped (the newest `bufferingNewest` are kept). The stream ends when the consumer stops iterating.
-    public func events(bufferingNewest: Int = 4096) -> AsyncStream<ResourceEvent> {
+    /// Lifecycle events from now on, for `registry.events()` in `ResourceKitObservation`.
+    package func subscribeToEvents(bufferingNewest: Int) -> AsyncStream<ResourceEvent> {
         broadcast.subscribe(bufferingNewest: bufferingNewest)
     }
 
@@ -198,7 +197,7 @@ public final class ResourceRegistry: Sendable {
         }
     }
 
-    private static func count(_ outcome: CloseOutcome, in counters: inout RegistrySnapshot.KindCounters) {
+    private static func count(_ outcome: CloseOutcome, in counters: inout KindTally) {
         counters.closed += 1
         switch outcome {
         case .failed: counters.failed += 1
@@ -243,7 +242,7 @@ public final class ResourceRegistry: Sendable {
     }
 
     /// Closes a resource whose handle was dropped without `close()`: inline if it closes synchronously, else
-    /// on a task this registry owns (counted in ``RegistrySnapshot/backgroundCloses`` until it ends), shielded
+    /// on a task this registry owns (counted in a snapshot's `backgroundCloses` until it ends), shielded
     /// and bounded by `timeout` as any close.
     func closeAbandoned(_ resource: any ManagedResource, timeout: Duration) {
         if let immediate = resource as? any SynchronouslyClosedResource {

@@ -148,7 +148,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     }
 
     /// Publishes an adapter-defined event for this resource (``ResourceEvent/What/adapter(_:)``) to the
-    /// registry's event stream and counts it per kind and name (``RegistrySnapshot/KindCounters/adapterEvents``,
+    /// registry's event stream and counts it per kind and name (a snapshot's `KindCounters.adapterEvents`,
     /// exported as `resourcekit_adapter_events_total`). `name` must hold no user data (no queries, paths or
     /// credentials) and come from a small fixed set: it is a word such as `postgres.cancel.request`.
     /// Non-blocking, any thread.

@@ -1,4 +1,5 @@
 import ResourceKit
+import ResourceKitObservation
 
 /// Figure 5: the cost of a scope with one registered no-op resource, beside a bare
 /// `withTaskCancellationHandler` around a no-op.

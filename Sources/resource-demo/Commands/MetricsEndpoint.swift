@@ -1,5 +1,6 @@
 import Foundation
 import ResourceKit
+import ResourceKitObservation
 import ResourceKitIO
 import ResourceKitPrometheus
 import SocketAdapter

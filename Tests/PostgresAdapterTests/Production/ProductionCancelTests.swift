@@ -2,6 +2,7 @@ import PostgresAdapter
 import PostgresActivity
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitObservation
 import ResourceKitTesting
 import TestSupport
 import Testing

@@ -189,4 +189,38 @@ import Testing
         let step42 = idle.close(now: now)
         #expect(step42 == .finish)
     }
+
+    @Test func theModeLivesWithTheQueryAndABrokenConnectionOwesNoRollback() {
+        var machine = ConnectionStateMachine()
+        #expect(machine.begin() == .ready)
+        let id = machine.sent(mode: .copyIn)
+        machine.operationLeft(id)
+        #expect(machine.usability == .usable(.init(onWire: .abandoned(id, .copyIn))))
+        machine.requireRollback()
+        #expect(machine.needsRollback)
+        machine.lost()
+        // Nothing of the wire or of the transaction survives a loss: no mode, no rollback owed.
+        #expect(machine.usability == .broken)
+        #expect(machine.mode == .simple)
+        #expect(!machine.needsRollback)
+        machine.requireRollback()
+        #expect(!machine.needsRollback)
+    }
+
+    @Test func aCarriedDeadlineTranslatesOnlyItsOwnQuerysError() {
+        var machine = ConnectionStateMachine()
+        #expect(machine.begin() == .ready)
+        let carried = ConnectionStateMachine.CarriedDeadline(deadline: now, inForce: true)
+        let id = machine.sent(mode: .carried(carried))
+        #expect(machine.mode.isPipeline)
+        machine.carriedPipelineEnded()
+        #expect(machine.mode == .simple)
+        #expect(machine.lastCarried == carried)
+        #expect(machine.resultsEnded(id) == (ended: true, ourCancel: false))
+        machine.end()
+        // The next query carries nothing: a 57014 in its results is not the old deadline's.
+        #expect(machine.begin() == .ready)
+        _ = machine.sent()
+        #expect(machine.lastCarried == nil)
+    }
 }

@@ -4,6 +4,7 @@ import TestSupport
 import Testing
 
 @testable import ResourceKit
+import ResourceKitObservation
 @_spi(Testing) @testable import ResourceKitIO
 @testable import ResourceKitPrometheus
 

@@ -1,6 +1,7 @@
 import ResourceKitTesting
 import TestSupport
 import Testing
+import ResourceKitObservation
 
 @_spi(Testing) @testable import ResourceKit
 @testable import ResourceKitPatterns

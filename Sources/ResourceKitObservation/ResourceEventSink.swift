@@ -1,6 +1,7 @@
+public import ResourceKit
+
 /// Receives every lifecycle event of a registry, as it happens: the bridge to a logging or metrics backend
-/// (swift-log, swift-metrics, StatsD, ...). Set it with ``ResourceRegistry/eventSink`` or
-/// ``ResourceRegistry/init(sink:)``.
+/// (swift-log, swift-metrics, StatsD, ...). Set it with `registry.eventSink` or `ResourceRegistry(sink:)`.
 ///
 /// `receive(_:)` runs synchronously on the thread that caused the event (a task being cancelled, a scope
 /// closing, a canceller's thread inside `onCancel`) with no registry lock held. Keep it short and

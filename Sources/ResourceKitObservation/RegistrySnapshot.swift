@@ -1,4 +1,7 @@
-/// A point-in-time copy of the registry: live resources, per-kind counters and latency.
+public import ResourceKit
+
+/// A point-in-time copy of the registry: live resources, per-kind counters and latency
+/// (`registry.snapshot()`).
 public struct RegistrySnapshot: Sendable {
     /// One live resource.
     public struct LiveResource: Sendable, Hashable {
@@ -22,13 +25,25 @@ public struct RegistrySnapshot: Sendable {
         public var leaked: UInt64 = 0
         /// Leaks by reason (they add up to ``leaked``).
         public var leakedByReason: [LeakReason: UInt64] = [:]
-        /// Adapter-reported events by name (``ResourceHandle/report(_:)``), e.g. which path each Postgres cancel
+        /// Adapter-reported events by name (`ResourceHandle.report(_:)`), e.g. which path each Postgres cancel
         /// took. Operation-level cancellations (a query's task cancelled on a connection that lives on) show
         /// here, not in ``cancelled``.
         public var adapterEvents: [String: UInt64] = [:]
         /// Cancel requested to operation resumed.
         public var cancellationLatency = LatencyHistogram()
         public init() {}
+
+        init(_ tally: KindTally) {
+            acquired = tally.acquired
+            cancelled = tally.cancelled
+            closed = tally.closed
+            failed = tally.failed
+            closeTimedOut = tally.closeTimedOut
+            leaked = tally.leaked
+            leakedByReason = tally.leakedByReason
+            adapterEvents = tally.adapterEvents
+            cancellationLatency = LatencyHistogram(tally.cancellationLatency)
+        }
     }
 
     /// Live resources, oldest first.
@@ -40,6 +55,15 @@ public struct RegistrySnapshot: Sendable {
     /// Closes running on tasks the registry owns: resources whose handle was dropped without `close()`,
     /// closed best-effort in the background (each also reported as a leak).
     public var backgroundCloses = 0
+
+    init(_ reading: RegistryReading) {
+        live = reading.live.map {
+            LiveResource(info: $0.info, cancellation: $0.cancellation, age: reading.takenAt - $0.info.acquiredAt)
+        }
+        counters = reading.tallies.mapValues(KindCounters.init)
+        kinds = reading.kinds
+        backgroundCloses = reading.backgroundCloses
+    }
 
     /// Counters of all kinds added up (latency histograms are not merged).
     public var totals: KindCounters {
