@@ -16,7 +16,12 @@ import Synchronization
 /// - cancelled after completion: nothing happens, the result is returned.
 /// A result delivered after a cancel won the race is dropped.
 public final class CancellationCell<Success: Sendable>: CancellableOperation {
-    private typealias Machine = CancellationStateMachine<CheckedContinuation<Success, any Error>>
+    /// The waiter's result is type-erased (`any Sendable`, cast back at the end of the wait)
+    /// so that the state machine, its lock and its actions are one concrete type compiled in this module: a
+    /// module above (the reactor's `CancellationCell<IOEvents>`) would otherwise run them as unspecialised
+    /// generic code, through value witnesses, on every wait and every cancel.
+    private typealias Waiter = CheckedContinuation<any Sendable, any Error>
+    private typealias Machine = CancellationStateMachine<Waiter>
 
     private struct Inner {
         var machine = Machine()
@@ -75,7 +80,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         case .none:
             return false
         case .resume(let waiter):
-            waiter.resume(with: result)
+            waiter.resume(with: result.map { $0 as any Sendable })
             return true
         }
     }
@@ -160,7 +165,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     }
 
     nonisolated(nonsending) private func suspend(start: (CancellationCell<Success>) -> Void) async throws -> Success {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Success, any Error>) in
+        let value = try await withCheckedThrowingContinuation { (continuation: Waiter) in
             let action = inner.withLock { $0.machine.suspend(continuation) }
             switch action {
             case .resumeCancelled(let waiter, let reason):
@@ -174,6 +179,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
                 }
             }
         }
+        // Only `complete(_:)` resumes with a value, and it takes a `Success`.
+        return value as! Success
     }
 
     private func recordLatency(handle: ResourceHandle?) {
