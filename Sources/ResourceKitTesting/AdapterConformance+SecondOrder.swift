@@ -34,40 +34,10 @@ extension AdapterConformance {
                     )
                     break
                 }
-                let token = "rk-reuse-\(round)"
-                switch await Self.exchange(exchange, resource, token: token, within: bounds.hang) {
-                case .success(let reply) where reply == token:
-                    continue
-                case .success(let reply):
-                    problems.append(
-                        """
-                        round \(round): after a cancelled operation, the next exchange got \"\(reply.prefix(40))\" \
-                        instead of its own reply \"\(token)\": the cancelled operation's late reply was read by \
-                        the next operation. When an operation is cancelled after its request went out, stop the \
-                        work in withResourceOperation's onCancel and discard (drain) its reply before the next \
-                        operation starts, or mark the connection broken.
-                        """
-                    )
-                case .failure(.hung):
-                    problems.append(
-                        """
-                        round \(round): the exchange after a cancelled operation did not return within \
-                        \(Self.text(bounds.hang)): the cancelled operation's work still holds the resource (a \
-                        command still blocked on the server). Stop it in withResourceOperation's onCancel (a \
-                        cancel request, an unblock command).
-                        """
-                    )
-                case .failure(.threw(let error)):
-                    problems.append(
-                        """
-                        round \(round): the resource was unusable after an operation-level cancel (the exchange \
-                        threw \(type(of: error))): cancelling one operation must leave a shared resource usable. \
-                        Stop the operation, not the resource: never shut the connection down from an operation's \
-                        onCancel.
-                        """
-                    )
+                if let problem = await exchangesAfterCancel(exchange, resource, round: round) {
+                    problems.append(problem)
+                    break
                 }
-                break
             }
             measurements.append(
                 """
@@ -76,6 +46,58 @@ extension AdapterConformance {
                 """
             )
         }
+    }
+
+    /// Exchanges after a cancelled operation, at least ``Bounds/reuseWindow`` of them and back to back for at least
+    /// ``Bounds/reuseWindowTime``: each must get its own reply. Returns the problem, if one did not.
+    private func exchangesAfterCancel(
+        _ exchange: @escaping @Sendable (Resource, String) async throws -> String, _ resource: Resource, round: Int
+    ) async -> String? {
+        let started = ContinuousClock.now
+        var step = 0
+        while step < max(bounds.reuseWindow, 1) || ContinuousClock.now - started < bounds.reuseWindowTime {
+            defer { step += 1 }
+            let token = "rk-reuse-\(round)-\(step)"
+            let which = step == 0 ? "the next exchange" : "exchange \(step + 1) after it"
+            switch await Self.exchange(exchange, resource, token: token, within: bounds.hang) {
+            case .success(let reply) where reply == token:
+                continue
+            case .success(let reply):
+                return """
+                    round \(round): after a cancelled operation, \(which) got \"\(reply.prefix(40))\" instead of \
+                    its own reply \"\(token)\": the cancelled operation's late reply was read by a later \
+                    operation. When an operation is cancelled after its request went out, stop the work in \
+                    withResourceOperation's onCancel and discard (drain) its reply before the next operation \
+                    starts, or mark the connection broken.
+                    """
+            case .failure(.hung):
+                return """
+                    round \(round): \(which) after a cancelled operation did not return within \
+                    \(Self.text(bounds.hang)): the cancelled operation's work still holds the resource (a command \
+                    still blocked on the server, a blocking call the cancel did not interrupt). Stop it in \
+                    withResourceOperation's onCancel (a cancel request, an unblock command), or interrupt the call \
+                    while it runs (BlockingPool.runInterruptible, which also ends the wait only when it returned).
+                    """
+            case .failure(.threw(let error)) where error.isResourceCancellation:
+                return """
+                    round \(round): a late cancel reached the next operation: \(which) after a cancelled one \
+                    threw \(type(of: error)) although nothing cancelled it. Deliver a cancel (an interrupt, a \
+                    cancel request) only while the cancelled operation itself runs, under the lock its completion \
+                    takes: BlockingPool.runInterruptible does; an interrupt sent later from a detached task \
+                    reaches whatever runs then.
+                    """
+            case .failure(.threw(let error)):
+                return """
+                    round \(round): the resource was unusable after an operation-level cancel (\(which) threw \
+                    \(type(of: error))): cancelling one operation must leave a shared resource usable. Stop the \
+                    operation, not the resource: never shut the connection down from an operation's onCancel. If \
+                    the error is the library's "interrupted", a late cancel reached the next operation: deliver \
+                    an interrupt only while the cancelled call runs (BlockingPool.runInterruptible), never later \
+                    from a detached task.
+                    """
+            }
+        }
+        return nil
     }
 
     /// A scope deadline must surface as `DeadlineExceededError`, never as `CancellationError`.
@@ -138,7 +160,24 @@ extension AdapterConformance {
             if let stopError {
                 problems.append("the probe threw \(type(of: stopError)) (\(stopError)); the check could not tell.")
             } else if stopped {
-                measurements.append("the probe saw the work stop \(Self.text(after)) after the operation returned")
+                // Keep watching: work that goes on (the probe looked in a gap) shows up again.
+                let (again, when, _) = await Self.poll(probe, resource, until: true, within: bounds.externalQuiet)
+                if again {
+                    problems.append(
+                        """
+                        the probe saw the work stop \(Self.text(after)) after the operation returned, then running \
+                        again \(Self.text(when)) later: the work was not stopped (the probe looked in a gap). Stop \
+                        the work itself, and make the probe answer for the whole operation, not one instant.
+                        """
+                    )
+                } else {
+                    measurements.append(
+                        """
+                        the probe saw the work stop \(Self.text(after)) after the operation returned, and stay \
+                        stopped for \(Self.text(bounds.externalQuiet))
+                        """
+                    )
+                }
             } else if viaResource {
                 problems.append(
                     """

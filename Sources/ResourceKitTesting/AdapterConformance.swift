@@ -49,6 +49,19 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         public var deadline: Duration = .milliseconds(500)
         /// From the cancelled operation's return to the probe seeing the external work stopped.
         public var externalStop: Duration = .seconds(2)
+        /// How long the probe must keep saying "stopped" once it first did: work that goes on (a probe that
+        /// looked in a gap) shows up again within it.
+        public var externalQuiet: Duration = .milliseconds(250)
+        /// Exchanges after each operation-level cancel in the reuse check: each must get its own reply (a late
+        /// cancel or reply can reach the second or third operation, not only the next one).
+        public var reuseWindow = 3
+        /// ... and for at least this long, back to back: a cancel delivered late (an interrupt from a detached
+        /// task) lands on whichever operation runs then.
+        public var reuseWindowTime: Duration = .milliseconds(5)
+        /// With one blocking operation per core, the longest a new cooperative-pool task may wait to run.
+        public var starvation: Duration = .seconds(1)
+        /// Rounds of the cancel-at-the-start check (a random pause of up to 500 µs, then a cancel).
+        public var startRounds = 200
 
         public init() {}
     }
@@ -109,12 +122,21 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     }
 
     /// Runs every check and returns the report. Never throws and never hangs: an operation that ignores
-    /// cancellation is reported and abandoned after ``Bounds/hang``.
+    /// cancellation is reported and abandoned after ``Bounds/hang``. The one exception is an operation that
+    /// blocks a cooperative-pool thread and that even the resource's `cancel()` cannot stop: the first check finds
+    /// the blocked pool and skips the rest, but it cannot take the threads back.
     ///
     /// Cancellation: the checks run on tasks of their own and always run to the end (each bounded by
     /// ``Bounds/hang``); cancelling the caller does not stop the run or change its report.
     public func run() async -> ConformanceReport {
-        var checks: [ConformanceReport.Check] = []
+        // First: an operation that holds a cooperative-pool thread would stall every later check (and the kit).
+        let (pool, starved) = await cooperativePoolStaysFree()
+        guard !starved else {
+            let rest = Self.skipped(
+                "the other checks", "not run: with the cooperative pool held by the operations, they would stall")
+            return ConformanceReport(adapter: name, checks: [pool, rest])
+        }
+        var checks: [ConformanceReport.Check] = [pool]
         checks.append(await cancelBeforeStart())
         checks.append(await cancelWhileBlocked(viaScope: false))
         checks.append(await cancelWhileBlocked(viaScope: true))
@@ -126,6 +148,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         checks.append(await externalWorkStops(viaResource: false))
         checks.append(await externalWorkStops(viaResource: true))
         checks.append(await checkpoint())
+        checks.append(await cancelAtTheStart())
         return ConformanceReport(adapter: name, checks: checks)
     }
 }

@@ -18,7 +18,7 @@ import Testing
     @Test func aCorrectAdapterPasses() async throws {
         let report = try await runConformance(Self.kit(nil))
         #expect(report.passed, "\(report)")
-        #expect(report.checks.count == 11)
+        #expect(report.checks.count == 13)
     }
 
     @Test(arguments: [

@@ -26,7 +26,9 @@ import Testing
     /// The marked region named `name` in the Swift sources under Tests and Examples, dedented.
     static func sourceSnippet(_ name: String) throws -> [String]? {
         let marker = "// snippet: \(name)"
-        for folder in ["Tests", "Examples/ProcessAdapter/Sources", "Examples/ProcessAdapter/Tests"] {
+        for folder in [
+            "Tests", "Examples/ProcessAdapter/Sources", "Examples/ProcessAdapter/Tests", "Examples/SQLiteAdapter/Tests",
+        ] {
             let enumerator = FileManager.default.enumerator(atPath: root.appendingPathComponent(folder).path)
             while let path = enumerator?.nextObject() as? String {
                 guard path.hasSuffix(".swift") else { continue }
@@ -50,7 +52,7 @@ import Testing
 
     @Test func everyMarkedSnippetIsTheCompiledSource() throws {
         let snippets = try Self.guideSnippets()
-        #expect(Set(snippets.keys) == ["process-cancel", "process-kit", "command-client"])
+        #expect(Set(snippets.keys) == ["process-cancel", "process-kit", "command-client", "sqlite-kit"])
         for (name, text) in snippets {
             let source = try #require(try Self.sourceSnippet(name), "no source region marked '\(name)'")
             let first =
