@@ -82,14 +82,19 @@ import ResourceKitObservation
     }
 
     /// Must show: a reactor wait on a pipe whose writer stays silent returns within 50 ms of `task.cancel()`.
-    /// Five rounds; the median of each round's latency beyond a reference task cancelled at the same instant must be
-    /// within the bound (`CancelMeasurement`: a parallel test's CPU burst delays both alike).
+    /// Five calm rounds (up to 20 attempts); the median of each round's latency beyond a reference task cancelled at
+    /// the same instant must be within the bound (`CancelMeasurement`: a parallel test's CPU burst delays both).
     @Test func blockedPipeReadReturnsWithin50msOfCancel() async throws {
         try await exclusively {
             let reactor = IOReactor(name: "test.reactor.latency")
             defer { reactor.shutdown() }
             var rounds: [CancelMeasurement<Void>] = []
-            for _ in 0..<5 {
+            var attempts = 0
+            // A round counts when its reference returned within 10 ms: a moment when the parallel tests let the
+            // scheduler answer at all. Under a burst both paths are delayed, the reactor's (two thread hops and a
+            // close) more than the reference's, and such a round says nothing about the cancel path.
+            while rounds.filter({ $0.reference < .milliseconds(10) }).count < 5, attempts < 20 {
+                attempts += 1
                 let registry = ResourceRegistry()
                 let pipe = try PipeResource(reactor: reactor)
                 let round = try await measureCancellation {
@@ -113,8 +118,10 @@ import ResourceKitObservation
                 let latency = registry.snapshot().counters[PipeResource.kind.name]?.cancellationLatency
                 #expect(latency?.count == 1)
             }
+            let calm = rounds.filter { $0.reference < .milliseconds(10) }
+            let counted = calm.count >= 5 ? calm : rounds
             #expect(
-                median(rounds.map(\.excess)) < TimingBound.median,
+                median(counted.map(\.excess)) < TimingBound.median,
                 "cancel-to-return \(rounds.map(\.latency)), reference \(rounds.map(\.reference))")
         }
     }
