@@ -158,6 +158,5 @@ public final class FileReader: ManagedResource, BufferedByteReader, CustomString
             // The pool refused (shut down or full): close here; at worst this waits for one chunk read.
             closeNow()
         }
-        registration.clear()
     }
 }

@@ -128,6 +128,5 @@ public final class StreamReader: SynchronouslyClosedResource, BufferedByteReader
     public func closeSynchronously() {
         descriptor.close()
         if let restoreFlags { _ = fcntl(restoreFlags.fd, F_SETFL, restoreFlags.flags) }
-        registration.clear()
     }
 }

@@ -290,6 +290,5 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     /// Closes the descriptor (exactly once).
     public func closeSynchronously() {
         descriptor.close()
-        registration.clear()
     }
 }

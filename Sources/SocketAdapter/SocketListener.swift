@@ -114,6 +114,5 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
         if descriptor.close(), let unixPath {
             unlink(unixPath)
         }
-        registration.clear()
     }
 }

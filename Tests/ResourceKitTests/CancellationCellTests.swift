@@ -6,6 +6,19 @@ import Testing
 
 /// The cell through real threads.
 @Suite struct CancellationCellTests {
+    /// A callback that fires before `run` (a library that answers at once) delivers its result: `run` returns it
+    /// and never calls `start` (it used to trap with "suspend called twice").
+    @Test func aResultDeliveredBeforeRunIsReturnedByRun() async throws {
+        let cell = CancellationCell<Int>()
+        #expect(cell.succeed(7))
+        #expect(!cell.succeed(8))  // a second result loses
+        let started = Atomic<Bool>(false)
+        let value = try await cell.run { _ in started.store(true, ordering: .relaxed) }
+        #expect(value == 7)
+        let didStart = started.load(ordering: .relaxed)
+        #expect(!didStart)
+    }
+
     @Test func cancelBeforeRunNeverStarts() async {
         let cell = CancellationCell<Int>()
         cell.cancel()

@@ -7,6 +7,25 @@ import Testing
     typealias Machine = CancellationStateMachine<Int>
     let deadline = ContinuousClock.now
 
+    @Test func aResultBeforeTheWaitIsKeptForIt() {
+        var m = Machine()
+        guard case .keep = m.complete() else {
+            Issue.record("expected keep")
+            return
+        }
+        #expect(m.isResolved)
+        guard case .none = m.cancel(.cancelled) else {  // the result won
+            Issue.record("a cancel after the result acted")
+            return
+        }
+        guard case .resumeWithKeptResult(let w) = m.suspend(1) else {
+            Issue.record("expected resumeWithKeptResult")
+            return
+        }
+        #expect(w == 1)
+        #expect(m.cancellationReason == nil)
+    }
+
     @Test func completesNormally() {
         var m = Machine()
         guard case .start = m.suspend(1) else {

@@ -176,6 +176,9 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         // A cancel request that never returned (frozen server) may still use the PGcancel: leak it rather than
         // free it under that thread.
         if let cancelKey, cancelsDone { PQfreeCancel(cancelKey.raw) }
+        // The one adapter that forgets its handle at close: its own state refuses every later operation with
+        // PostgresError.connection ("closed or broken"), a more precise answer than a closed handle's
+        // CancellationError, which a caller could take for its own task's cancellation.
         registration.clear()
     }
 }

@@ -299,6 +299,5 @@ public final class PostgresListener: ManagedResource, AsyncSequence, CustomStrin
         await reader.waitForAll()
         connection.end()
         await connection.handle?.close()
-        registration.clear()
     }
 }

@@ -14,7 +14,8 @@ import Synchronization
 /// - cancelled while running: the waiter resumes immediately with the reason's error and `onCancel` runs on the
 ///   canceller's thread (it must be short and non-blocking);
 /// - cancelled after completion: nothing happens, the result is returned.
-/// A result delivered after a cancel won the race is dropped.
+/// A result delivered after a cancel won the race is dropped. A result delivered before `run` (a callback that
+/// fired first) is kept: `run` returns it without calling `start`.
 public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// The waiter's result is type-erased (`any Sendable`, cast back at the end of the wait)
     /// so that the state machine, its lock and its actions are one concrete type compiled in this module: a
@@ -29,6 +30,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         var cancelRequestedAt: ContinuousClock.Instant?
         /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.
         var recordsLatency = false
+        /// A result delivered before `run` suspended (the machine says when the waiter takes it).
+        var kept: Result<any Sendable, any Error>?
     }
 
     private let inner = Locked(Inner())
@@ -75,10 +78,16 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// cancelled first, or a result was already delivered); the caller then owns any cleanup of the value.
     @discardableResult
     public func complete(_ result: Result<Success, any Error>) -> Bool {
-        let action = inner.withLock { $0.machine.complete() }
+        let action = inner.withLock { inner -> Machine.CompleteAction in
+            let action = inner.machine.complete()
+            if case .keep = action { inner.kept = result.map { $0 as any Sendable } }
+            return action
+        }
         switch action {
         case .none:
             return false
+        case .keep:
+            return true
         case .resume(let waiter):
             waiter.resume(with: result.map { $0 as any Sendable })
             return true
@@ -166,10 +175,12 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 
     nonisolated(nonsending) private func suspend(start: (CancellationCell<Success>) -> Void) async throws -> Success {
         let value = try await withCheckedThrowingContinuation { (continuation: Waiter) in
-            let action = inner.withLock { $0.machine.suspend(continuation) }
+            let (action, kept) = inner.withLock { ($0.machine.suspend(continuation), $0.kept) }
             switch action {
             case .resumeCancelled(let waiter, let reason):
                 waiter.resume(throwing: reason.error)
+            case .resumeWithKeptResult(let waiter):
+                waiter.resume(with: kept ?? .failure(CancellationError()))
             case .start:
                 start(self)
                 let (after, hook) = inner.withLock { ($0.machine.startReturned(), $0.hook) }

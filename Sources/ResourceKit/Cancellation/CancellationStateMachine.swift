@@ -25,6 +25,9 @@ struct CancellationStateMachine<Waiter> {
         case startingCompleted
         /// Started; waiting for completion or cancellation.
         case running(Waiter)
+        /// The operation's result arrived before anyone waited for it: the driver keeps it, and the waiter gets it
+        /// when it suspends (the start closure is never called).
+        case completedBeforeStart
         /// The waiter was resumed and every obligation is done.
         case finished(CancellationReason?)
     }
@@ -41,6 +44,8 @@ struct CancellationStateMachine<Waiter> {
         case start
         /// Resume the waiter with the reason's error at once; never start the operation.
         case resumeCancelled(Waiter, CancellationReason)
+        /// Resume the waiter with the result the driver kept; never start the operation.
+        case resumeWithKeptResult(Waiter)
     }
 
     /// What the driver does after a cancel request.
@@ -60,6 +65,8 @@ struct CancellationStateMachine<Waiter> {
         case none
         /// Resume the waiter with the result.
         case resume(Waiter)
+        /// Nobody waits yet: keep the result for the waiter that will suspend.
+        case keep
     }
 
     /// What the driver does once the start closure returned.
@@ -79,8 +86,11 @@ struct CancellationStateMachine<Waiter> {
         case .cancelledBeforeStart(let reason):
             state = .finished(reason)
             return .resumeCancelled(waiter, reason)
+        case .completedBeforeStart:
+            state = .finished(nil)
+            return .resumeWithKeptResult(waiter)
         case .starting, .startingCancelled, .startingCompleted, .running, .finished:
-            preconditionFailure("CancellationStateMachine: suspend called twice")
+            preconditionFailure("CancellationStateMachine: suspend called twice (a cell runs at most once)")
         }
     }
 
@@ -96,7 +106,7 @@ struct CancellationStateMachine<Waiter> {
         case .startingCompleted:
             state = .finished(nil)
             return .none
-        case .idle, .cancelledBeforeStart, .running, .finished:
+        case .idle, .cancelledBeforeStart, .completedBeforeStart, .running, .finished:
             preconditionFailure("CancellationStateMachine: startReturned without start")
         }
     }
@@ -113,7 +123,7 @@ struct CancellationStateMachine<Waiter> {
         case .running(let waiter):
             state = .finished(reason)
             return .runHookThenResume(waiter, reason)
-        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .finished:
+        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .completedBeforeStart, .finished:
             return .none
         }
     }
@@ -128,11 +138,10 @@ struct CancellationStateMachine<Waiter> {
             state = .finished(nil)
             return .resume(waiter)
         case .idle:
-            // A result with no operation: nobody can be waiting for it. Treat the operation as done so a later
-            // suspend is a programming error rather than a hang.
-            state = .finished(nil)
-            return .none
-        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .finished:
+            // Before anyone waits (a callback that fired before `run`): the waiter gets it when it suspends.
+            state = .completedBeforeStart
+            return .keep
+        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .completedBeforeStart, .finished:
             return .none
         }
     }
@@ -144,7 +153,7 @@ struct CancellationStateMachine<Waiter> {
             return reason
         case .finished(let reason):
             return reason
-        case .idle, .starting, .startingCompleted, .running:
+        case .idle, .starting, .startingCompleted, .completedBeforeStart, .running:
             return nil
         }
     }
@@ -154,7 +163,7 @@ struct CancellationStateMachine<Waiter> {
         switch state {
         case .idle, .starting, .running:
             return false
-        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .finished:
+        case .cancelledBeforeStart, .startingCancelled, .startingCompleted, .completedBeforeStart, .finished:
             return true
         }
     }

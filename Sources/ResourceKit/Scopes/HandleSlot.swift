@@ -1,5 +1,7 @@
 /// Where a resource keeps the ``ResourceHandle`` it got at registration, so that its operations can bind to
-/// it: register through the slot, read ``handle`` in operations, ``clear()`` it in `close()`.
+/// it: register through the slot and read ``handle`` in operations. Keep it after `close()`: the closed handle
+/// makes ``ResourceHandle/checkCancellation()`` throw, so an operation called after close fails instead of running
+/// unbound (the handle lets go of the resource when it closes, so keeping it makes no cycle).
 ///
 /// ```swift
 /// public final class Upstream: SynchronouslyClosedResource {
@@ -17,7 +19,6 @@
 ///
 ///     public func closeSynchronously() {
 ///         descriptor.close()
-///         registration.clear()
 ///     }
 /// }
 /// ```
@@ -27,7 +28,8 @@ public final class HandleSlot: Sendable {
     /// An empty slot.
     public init() {}
 
-    /// The registration: `nil` before ``register(_:in:kind:label:)`` and after ``clear()``.
+    /// The registration: `nil` before ``register(_:in:kind:label:)`` (and after ``clear()``); closed after the
+    /// resource closed.
     public var handle: ResourceHandle? { slot.withLock { $0 } }
 
     /// Registers `resource` in `scope` and keeps the handle.
@@ -51,7 +53,8 @@ public final class HandleSlot: Sendable {
         slot.withLock { $0 = handle }
     }
 
-    /// Forgets the handle (call it from `close()`).
+    /// Forgets the handle. Rarely wanted: afterwards ``handle`` is `nil` and operations that bind to it run
+    /// unbound. Do not call it from `close()` (keep the closed handle: its checks throw).
     public func clear() {
         slot.withLock { $0 = nil }
     }

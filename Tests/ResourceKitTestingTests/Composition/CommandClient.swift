@@ -68,9 +68,7 @@ final class CommandClient: ManagedResource {
 
     func cancel() {}  // the operations' onCancel and the parts do the work
 
-    func close() async throws {
-        registration.clear()
-    }
+    func close() async throws {}  // the parts close after it; the closed handle stays for later checks
 }
 // end snippet
 
