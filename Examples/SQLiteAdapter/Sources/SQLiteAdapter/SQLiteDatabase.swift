@@ -74,10 +74,11 @@ public final class SQLiteDatabase: ManagedResource {
         interrupt()
     }
 
-    /// Closes the connection on its thread, after the statement running now (which a cancel interrupted), then
-    /// lets the thread end.
+    /// Interrupts the statement running now (a scope can end while an unstructured task still queries), closes
+    /// the connection on its thread after it, then lets the thread end.
     public func close() async throws {
         defer { thread.shutdown() }
+        interrupt()
         try await thread.run { [self] in
             state.withLock { state in
                 guard state.open else { return }

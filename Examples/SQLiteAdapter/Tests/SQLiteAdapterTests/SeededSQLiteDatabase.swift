@@ -92,6 +92,7 @@ final class SeededSQLiteDatabase: ManagedResource {
 
     func close() async throws {
         defer { thread.shutdown() }
+        interrupt()  // whatever the seeded bug, a closing connection stops its statement (no thread left spinning)
         try await thread.run { [self] in
             state.withLock { open in
                 guard open else { return }
