@@ -175,7 +175,12 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 
     nonisolated(nonsending) private func suspend(start: (CancellationCell<Success>) -> Void) async throws -> Success {
         let value = try await withCheckedThrowingContinuation { (continuation: Waiter) in
-            let (action, kept) = inner.withLock { ($0.machine.suspend(continuation), $0.kept) }
+            let (action, kept) = inner.withLock { inner -> (Machine.SuspendAction, Result<any Sendable, any Error>?) in
+                let action = inner.machine.suspend(continuation)
+                guard case .resumeWithKeptResult = action else { return (action, nil) }
+                defer { inner.kept = nil }
+                return (action, inner.kept)
+            }
             switch action {
             case .resumeCancelled(let waiter, let reason):
                 waiter.resume(throwing: reason.error)

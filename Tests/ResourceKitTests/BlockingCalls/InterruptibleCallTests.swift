@@ -131,7 +131,7 @@ final class PipeLibrary: Sendable {
     let finished = Atomic<Int>(0)
     /// Interrupts a call cleared when it started (they came before the library began).
     let clearedAtStart = Atomic<Int>(0)
-    private let runningCounts = Broadcaster()
+    private let runningCounts = Broadcast<Int>()
 
     init() throws {
         var fds: [Int32] = [-1, -1]
@@ -155,7 +155,9 @@ final class PipeLibrary: Sendable {
         }
     }
 
-    func runningUpdates() -> AsyncStream<Int> { runningCounts.updates { self.running.load(ordering: .relaxed) } }
+    func runningUpdates() -> AsyncStream<Int> {
+        runningCounts.subscribe(bufferingNewest: 64) { running.load(ordering: .relaxed) }
+    }
 
     /// `sqlite3_interrupt`: thread-safe, non-blocking.
     func interrupt() {
@@ -168,10 +170,10 @@ final class PipeLibrary: Sendable {
         usleep(100)  // preparing and binding the statement: the window in which a cancel lands before the start
         if drain() { clearedAtStart.add(1, ordering: .relaxed) }
         running.add(1, ordering: .relaxed)
-        runningCounts.changed(running.load(ordering: .relaxed))
+        runningCounts.yield(running.load(ordering: .relaxed))
         defer {
             running.subtract(1, ordering: .relaxed)
-            runningCounts.changed(running.load(ordering: .relaxed))
+            runningCounts.yield(running.load(ordering: .relaxed))
         }
         let end = ContinuousClock.now + duration
         while true {
@@ -196,21 +198,5 @@ final class PipeLibrary: Sendable {
         var any = false
         while read(readEnd, &buffer, buffer.count) > 0 { any = true }
         return any
-    }
-}
-
-/// The running count as a stream (current value, then every change) for `until`.
-final class Broadcaster: Sendable {
-    private let continuations = Locked<[AsyncStream<Int>.Continuation]>([])
-
-    func updates(current: @Sendable () -> Int) -> AsyncStream<Int> {
-        let (stream, continuation) = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        continuations.withLock { $0.append(continuation) }
-        continuation.yield(current())
-        return stream
-    }
-
-    func changed(_ value: Int) {
-        for continuation in continuations.withLock({ $0 }) { continuation.yield(value) }
     }
 }
