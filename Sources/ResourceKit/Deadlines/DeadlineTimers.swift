@@ -17,6 +17,7 @@ public final class DeadlineTimers: Sendable {
 
     private struct State: Sendable {
         var timers = TimerHeap<@Sendable () -> Void>()
+        var health = TimersHealth()
     }
 
     private let state = Locked(State(), withCondition: true)
@@ -47,16 +48,43 @@ public final class DeadlineTimers: Sendable {
     /// Number of timers still scheduled (for tests: cancelled timers must not pile up).
     package var scheduledCount: Int { state.withLock { $0.timers.count } }
 
+    /// How late timers fired and how long one action held the thread, since the process started (for tests: a
+    /// deadline test that fails reports it, so that a stalled machine is told apart from a lost cancel).
+    package var health: TimersHealth { state.withLock { $0.health } }
+
     private func loop() {
         while true {
-            let due = state.waitWithLock { state -> LockedWaitStep<[@Sendable () -> Void]> in
-                let due = state.timers.popExpired(now: .now)
-                if !due.isEmpty { return .done(due) }
-                return .sleep(until: state.timers.nextDeadline())
+            let (due, late) = state.waitWithLock {
+                state -> LockedWaitStep<([@Sendable () -> Void], Duration)> in
+                let now = ContinuousClock.now
+                let earliest = state.timers.nextDeadline()
+                let due = state.timers.popExpired(now: now)
+                if !due.isEmpty { return .done((due, earliest.map { now - $0 } ?? .zero)) }
+                return .sleep(until: earliest)
             }
+            var longest = Duration.zero
             for action in due {
+                let started = ContinuousClock.now
                 action()
+                longest = max(longest, ContinuousClock.now - started)
             }
+            state.withLock { $0.health.record(lateness: late, longestAction: longest) }
         }
+    }
+}
+
+/// The timers' thread's record: the latest a batch of timers fired after its instant, and the longest one action
+/// ran (an action that blocks delays every timer after it).
+package struct TimersHealth: Sendable, CustomStringConvertible {
+    package private(set) var worstLateness: Duration = .zero
+    package private(set) var longestAction: Duration = .zero
+
+    mutating func record(lateness: Duration, longestAction action: Duration) {
+        worstLateness = max(worstLateness, lateness)
+        longestAction = max(longestAction, action)
+    }
+
+    package var description: String {
+        "timers fired at worst \(worstLateness) late; the longest action ran \(longestAction)"
     }
 }

@@ -14,6 +14,10 @@ import Testing
     /// The deadline is not carried to the server as `statement_timeout` here: the server would end the statement
     /// at the same instant by itself, and these tests are about the client reaching it (the cancel request).
     static let session = PostgresSessionOptions(carriesDeadlineToServer: false)
+    // The statements sleep 30 s, a hundred times the deadline. With 3 s, CI once saw `execute` return its result:
+    // the statement completed before the deadline's cancel reached it (a body that completed stands, as
+    // documented), which a stall of about 3 s explains. Now only a cancel that never arrives (or one more than 5 s
+    // late, the watchdog's bound) fails them, and a failure says how late the deadlines' thread ran.
 
     /// The request's scope: its deadline (or `cancel()` from elsewhere) ends the body; returns what it threw
     /// and how long it ran. `nil` when nothing ended it within the bound (the test fails, it does not hang).
@@ -39,6 +43,12 @@ import Testing
         return (result.failure, ContinuousClock.now - started)
     }
 
+    /// What ended a request, how long it took, and how punctual the deadlines' thread has been (a machine that
+    /// stalled for seconds is then told apart from a cancel that was lost).
+    static func describe(_ ended: (error: (any Error)?, took: Duration)) -> Comment {
+        "\(String(describing: ended.error)) after \(ended.took); \(DeadlineTimers.shared.health)"
+    }
+
     @Test(arguments: [ProductionShapes.Setup.scramTCP, .pgbouncer])
     func aPooledQueryObeysTheBorrowingScopesDeadline(_ setup: ProductionShapes.Setup) async throws {
         let shapes = try await ProductionShapes.shared()
@@ -51,9 +61,9 @@ import Testing
             let marker = statementMarker("borrowed-deadline")
             let ended = try #require(
                 try await Self.runRequest(deadline: Self.deadline) {
-                    _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(3) /* \(marker) */") }
+                    _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(30) /* \(marker) */") }
                 }, "the pooled query ignored the scope's deadline")
-            #expect(ended.error is DeadlineExceededError, "\(String(describing: ended.error))")
+            #expect(ended.error is DeadlineExceededError, Self.describe(ended))
             #expect(ended.took >= Self.deadline)
             #expect(
                 try await activity.waitUntilStopped(marker, within: TimingBound.singleShot) != nil,
@@ -79,9 +89,9 @@ import Testing
             let pid = try #require(connection.backendPID)
             let ended = try #require(
                 try await Self.runRequest(deadline: Self.deadline) {
-                    _ = try await connection.query("SELECT pg_sleep(3)")
+                    _ = try await connection.query("SELECT pg_sleep(30)")
                 }, "the query on the outer scope's connection ignored the inner scope's deadline")
-            #expect(ended.error is DeadlineExceededError, "\(String(describing: ended.error))")
+            #expect(ended.error is DeadlineExceededError, Self.describe(ended))
             let stopped = try await TestDatabase.waitUntilNotActive(
                 pid, observer: observer, within: TimingBound.singleShot)
             #expect(stopped != nil, "the query still runs on the server")
@@ -105,17 +115,17 @@ import Testing
             let ended = try #require(
                 try await Self.runRequest(deadline: Self.deadline) {
                     switch api {
-                    case "execute": try await connection.execute("SELECT pg_sleep(3)")
-                    case "stream": for try await _ in try await connection.stream("SELECT pg_sleep(3)") {}
+                    case "execute": try await connection.execute("SELECT pg_sleep(30)")
+                    case "stream": for try await _ in try await connection.stream("SELECT pg_sleep(30)") {}
                     case "copyOut":
-                        for try await _ in try await connection.copyOut("COPY (SELECT pg_sleep(3)) TO STDOUT") {}
+                        for try await _ in try await connection.copyOut("COPY (SELECT pg_sleep(30)) TO STDOUT") {}
                     case "pipeline":
-                        let statements = [PostgresStatement("SELECT 1"), PostgresStatement("SELECT pg_sleep(3)")]
+                        let statements = [PostgresStatement("SELECT 1"), PostgresStatement("SELECT pg_sleep(30)")]
                         _ = try await connection.pipeline(statements)
-                    default: try await connection.withTransaction { try await $0.execute("SELECT pg_sleep(3)") }
+                    default: try await connection.withTransaction { try await $0.execute("SELECT pg_sleep(30)") }
                     }
                 }, "\(api) ignored the borrowing scope's deadline")
-            #expect(ended.error is DeadlineExceededError, "\(api): \(String(describing: ended.error))")
+            #expect(ended.error is DeadlineExceededError, "\(api): \(Self.describe(ended))")
             let stopped = try await TestDatabase.waitUntilNotActive(
                 pid, observer: observer, within: TimingBound.singleShot)
             #expect(stopped != nil, "\(api): the statement still runs on the server")
@@ -142,7 +152,7 @@ import Testing
             try await Self.runRequest(deadline: .milliseconds(500)) {
                 _ = try await pool.withConnection { try await $0.query("SELECT 1") }
             }, "the waiter ignored the scope's deadline")
-        #expect(ended.error is DeadlineExceededError, "\(String(describing: ended.error))")
+        #expect(ended.error is DeadlineExceededError, Self.describe(ended))
         #expect(pool.waiterCount == 0, "the waiter left the queue")
         release.set()
         try await holder.value
@@ -168,7 +178,7 @@ import Testing
                 ) {
                     _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(30) /* \(marker) */") }
                 }, "scope.cancel() did not reach the pooled query")
-            #expect(ended.error is CancellationError, "\(String(describing: ended.error))")
+            #expect(ended.error is CancellationError, Self.describe(ended))
             #expect(try await activity.waitUntilStopped(marker, within: TimingBound.singleShot) != nil)
             #expect(try await pool.withConnection { try await $0.query("SELECT 1").count } == 1)
             #expect(pool.openCount == 1)
