@@ -55,6 +55,7 @@ public final class SQLiteDatabase: ManagedResource {
     /// Statements running in SQLite now: what an external-work probe asks.
     public var runningStatements: Int { running.load(ordering: .relaxed) }
 
+    // snippet: sqlite-query (quoted in Docs/WritingAnAdapter.md)
     /// Runs `sql` with `parameters` bound as text and returns every row, each column as text (`nil` for NULL).
     ///
     /// Cancellation: a checkpoint first (in a cancelled task or on a cancelled connection nothing runs); a
@@ -68,6 +69,7 @@ public final class SQLiteDatabase: ManagedResource {
             try step(sql, parameters, interruption)
         }
     }
+    // end snippet
 
     /// Interrupts what runs on the connection. Non-blocking, idempotent, any thread.
     public func cancel() {
