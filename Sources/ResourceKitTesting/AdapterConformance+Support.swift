@@ -55,6 +55,8 @@ extension AdapterConformance {
         } catch {
             if !made { problems.append("make threw \(type(of: error)): \(error); the check could not run.") }
         }
+        // First, the moment the scope ended: a close that only handed the work to another thread is seen here.
+        let leaked = DescriptorLedger.stillOpen(opened)
         let totals = registry.snapshot().totals
         if totals.closeTimedOut > 0 {
             problems.append(
@@ -74,14 +76,13 @@ extension AdapterConformance {
         if registry.liveCount != 0 {
             problems.append("\(registry.liveCount) resource(s) still live in the registry after the scope ended.")
         }
-        let leaked = DescriptorLedger.now().stillOpen(opened)
         if !leaked.isEmpty {
             let kinds = Set(leaked.values.map { $0.split(separator: ":").first.map(String.init) ?? $0 }).sorted()
             problems.append(
                 """
                 close() left \(leaked.count) descriptor(s) open (\(kinds.joined(separator: ", "))): close every \
-                descriptor the resource owns in close(), once (and tell the reactor first: \
-                IOReactor.descriptorWillClose, or use GuardedDescriptor).
+                descriptor the resource owns in close(), once, before close() returns (await a close handed to \
+                another thread; tell the reactor first: IOReactor.descriptorWillClose, or use GuardedDescriptor).
                 """
             )
         }

@@ -44,6 +44,18 @@ public struct DescriptorLedger: Sendable, Hashable {
         entries.filter { earlier.entries[$0.key] != $0.value }
     }
 
+    /// Which of `descriptors` (number → what it pointed to) are still open on the same target, looked up now,
+    /// one `readlink` each: fast enough to run the moment a `close()` returned, before a close that was only
+    /// handed to another thread has had time to happen.
+    public static func stillOpen(_ descriptors: [Int32: String]) -> [Int32: String] {
+        descriptors.filter { fd, target in
+            var buffer = [CChar](repeating: 0, count: 512)
+            let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+            guard length > 0 else { return false }
+            return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == target
+        }
+    }
+
     /// Of `descriptors`, those still open with the same target.
     public func stillOpen(_ descriptors: [Int32: String]) -> [Int32: String] {
         descriptors.filter { entries[$0.key] == $0.value }

@@ -19,6 +19,16 @@ final class SeededSQLiteDatabase: ManagedResource {
         case noInterrupt
         /// Every failure reported as `CancellationError`, a deadline included.
         case deadlineAsCancellation
+        /// `close()` interrupts, hands `sqlite3_close_v2` to the connection's thread and returns without waiting
+        /// for it (`submit` where `run` belongs): the database is still open, and a statement may still run, when
+        /// the scope that closed it moves on. (Calling `sqlite3_close_v2` at once from the closing task instead
+        /// cannot be seen: SQLite's connection mutex makes it wait for the running step, and SQLite defers the
+        /// close until that statement is finalized.)
+        case closeWithoutWaiting
+        /// A hand-made bridge (a continuation around `BlockingPool.submit`, the interrupt in a task cancellation
+        /// handler) and no check of cancellation first: in a cancelled task the handler runs before anything
+        /// started, the interrupt finds nothing to stop, and the statement starts anyway.
+        case noCheckpoint
 
         var description: String { rawValue }
     }
@@ -53,6 +63,18 @@ final class SeededSQLiteDatabase: ManagedResource {
 
     func query(_ sql: String, _ parameters: [String] = []) async throws -> [String?] {
         let handle = registration.handle
+        if bug == .noCheckpoint {
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let accepted = thread.submit { [self] in
+                        continuation.resume(with: Result { try step(sql, parameters, nil) })
+                    }
+                    if !accepted { continuation.resume(throwing: SeededFailure(code: SQLITE_MISUSE)) }
+                }
+            } onCancel: {
+                interrupt()
+            }
+        }
         try handle?.checkCancellation()
         try Task.checkCancellation()
         switch bug {
@@ -75,7 +97,12 @@ final class SeededSQLiteDatabase: ManagedResource {
             }
         case .noInterrupt:
             return try await thread.run(boundTo: handle) { [self] in try step(sql, parameters, nil) }
-        case .deadlineAsCancellation:
+        case .deadlineAsCancellation, .closeWithoutWaiting, .noCheckpoint:
+            guard bug == .deadlineAsCancellation else {
+                return try await thread.runInterruptible(boundTo: handle, interrupt: { [self] in interrupt() }) {
+                    [self] interruption in try step(sql, parameters, interruption)
+                }
+            }
             do {
                 return try await thread.runInterruptible(boundTo: handle, interrupt: { [self] in interrupt() }) {
                     [self] interruption in try step(sql, parameters, interruption)
@@ -93,6 +120,16 @@ final class SeededSQLiteDatabase: ManagedResource {
     func close() async throws {
         defer { thread.shutdown() }
         interrupt()  // whatever the seeded bug, a closing connection stops its statement (no thread left spinning)
+        if bug == .closeWithoutWaiting {
+            _ = thread.submit { [self] in
+                state.withLock { open in
+                    guard open else { return }
+                    open = false
+                    sqlite3_close_v2(db)
+                }
+            }
+            return
+        }
         try await thread.run { [self] in
             state.withLock { open in
                 guard open else { return }
