@@ -28,6 +28,12 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
 
     public var description: String { "SocketListener(\(localAddress))" }
 
+    /// The descriptor this listener owns while it is open (empty once closed), for the conformance kit's leak
+    /// check.
+    @_spi(Testing) public var ownedDescriptors: [Int32] {
+        (try? descriptor.withDescriptor { [$0] }) ?? []
+    }
+
     /// The bound port (TCP).
     public var port: Int { localAddress.port ?? 0 }
 

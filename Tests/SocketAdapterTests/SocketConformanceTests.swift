@@ -50,3 +50,43 @@ import Testing
         #expect(report.passed, "\(report)")
     }
 }
+
+/// The shipped listener passes the kit: its operation is `accept`, blocked on an idle listener.
+@Suite(.serialized) struct SocketListenerConformanceTests {
+    /// The clients the test connects (so that a blocked `accept` completes), closed at the end.
+    final class Clients: Sendable {
+        private let fds = Locked<[Int32]>([])
+        func connect(to port: Int) {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            fds.withLock { $0.append(fd) }
+        }
+        func closeAll() { for fd in fds.withLock({ $0 }) { close(fd) } }
+    }
+
+    @Test func socketListenerPassesTheKit() async throws {
+        let clients = Clients()
+        let kit = AdapterConformance<SocketListener>(
+            "SocketListener",
+            make: { scope in try await SocketListener.bind(in: scope) },
+            // The accepted connection belongs to a scope of the operation's own, closed when it returns.
+            blockingOperation: { listener in
+                try await withResourceScope("accepted") { scope in _ = try await listener.accept(in: scope) }
+            },
+            completeOperation: { listener in clients.connect(to: listener.port) },
+            ownedDescriptors: { listener in listener.ownedDescriptors }
+        )
+        defer { clients.closeAll() }
+        let report = try await runConformance(kit)
+        print(report)
+        #expect(report.passed, "\(report)")
+    }
+}
