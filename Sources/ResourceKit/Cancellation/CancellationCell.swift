@@ -21,7 +21,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// so that the state machine, its lock and its actions are one concrete type compiled in this module: a
     /// module above (the reactor's `CancellationCell<IOEvents>`) would otherwise run them as unspecialised
     /// generic code, through value witnesses, on every wait and every cancel.
-    private typealias Waiter = CheckedContinuation<any Sendable, any Error>
+    @usableFromInline typealias Waiter = CheckedContinuation<any Sendable, any Error>
     private typealias Machine = CancellationStateMachine<Waiter>
 
     private struct Inner {
@@ -102,6 +102,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     @discardableResult
     public func fail(_ error: any Error) -> Bool { complete(.failure(error)) }
 
+    // Inlinable: the shell is specialised where it is called (the reactor's `CancellationCell<IOEvents>` in
+    // ResourceKitIO), so the wait pays no unspecialised generic code; everything it calls is concrete and lives
+    // here (`enter`, `begin`, `cancel`, `recordLatency`, `CellWait.leave`).
     /// Suspends until the operation completes or is cancelled.
     ///
     /// - Parameters:
@@ -119,6 +122,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///     Short, non-blocking, and it must not take a lock held while completing.
     ///   - start: starts the operation; called at most once, never after a cancel that arrived first.
     /// - Throws: `CancellationError`, ``DeadlineExceededError``, or whatever the operation failed with.
+    @inlinable
     nonisolated(nonsending) public func run(
         boundTo handle: ResourceHandle? = nil,
         deadline: ContinuousClock.Instant? = nil,
@@ -126,6 +130,52 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
         start: (CancellationCell<Success>) -> Void
     ) async throws -> Success {
+        let wait = enter(boundTo: handle, deadline: deadline, shielded: shielded, onCancel: onCancel)
+        defer { wait.leave(self, handle: handle) }
+        do {
+            let value: any Sendable
+            if shielded {
+                value = try await withCheckedThrowingContinuation { begin($0) { start(self) } }
+            } else {
+                value = try await withTaskCancellationHandler {
+                    try await withCheckedThrowingContinuation { begin($0) { start(self) } }
+                } onCancel: {
+                    self.cancel(.cancelled)
+                }
+            }
+            // Only `complete(_:)` resumes with a value, and it takes a `Success`.
+            return value as! Success
+        } catch {
+            recordLatency(handle: handle)
+            throw error
+        }
+    }
+
+    /// What a wait joined, undone when it ends: the enclosing operation, the borrowing scope, a deadline timer.
+    @usableFromInline
+    struct CellWait {
+        let operation: ResourceOperation?
+        let borrowed: ResourceScope?
+        let timer: DeadlineTimerID?
+
+        @usableFromInline
+        func leave(_ cell: CancellationCell<Success>, handle: ResourceHandle?) {
+            if let timer { DeadlineTimers.shared.cancel(timer) }
+            handle?.untrack(cell)
+            operation?.remove(cell)
+            borrowed?.leave(cell)
+        }
+    }
+
+    /// Before the wait suspends: the hook, the handle, the enclosing operation and the task's innermost scope (the
+    /// borrowing scope) and the deadline, each of which may cancel the cell at once.
+    @usableFromInline
+    func enter(
+        boundTo handle: ResourceHandle?,
+        deadline: ContinuousClock.Instant?,
+        shielded: Bool,
+        onCancel: (@Sendable (CancellationReason) -> Void)?
+    ) -> CellWait {
         if onCancel != nil || handle != nil {
             inner.withLock { inner in
                 inner.hook = onCancel
@@ -138,11 +188,6 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         operation?.add(self)
         let borrowed = BorrowingScope.join(
             self, tracked: handle, enclosing: operation, scope: shielded ? nil : ResourceScope.current)
-        defer {
-            handle?.untrack(self)
-            operation?.remove(self)
-            borrowed?.leave(self)
-        }
         var timer: DeadlineTimerID?
         if let deadline {
             if deadline <= .now {
@@ -153,53 +198,36 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
                 }
             }
         }
-        defer { if let timer { DeadlineTimers.shared.cancel(timer) } }
-
-        do {
-            let value: Success
-            if shielded {
-                value = try await suspend(start: start)
-            } else {
-                value = try await withTaskCancellationHandler {
-                    try await suspend(start: start)
-                } onCancel: {
-                    self.cancel(.cancelled)
-                }
-            }
-            return value
-        } catch {
-            recordLatency(handle: handle)
-            throw error
-        }
+        return CellWait(operation: operation, borrowed: borrowed, timer: timer)
     }
 
-    nonisolated(nonsending) private func suspend(start: (CancellationCell<Success>) -> Void) async throws -> Success {
-        let value = try await withCheckedThrowingContinuation { (continuation: Waiter) in
-            let (action, kept) = inner.withLock { inner -> (Machine.SuspendAction, Result<any Sendable, any Error>?) in
-                let action = inner.machine.suspend(continuation)
-                guard case .resumeWithKeptResult = action else { return (action, nil) }
-                defer { inner.kept = nil }
-                return (action, inner.kept)
-            }
-            switch action {
-            case .resumeCancelled(let waiter, let reason):
+    /// The waiter suspended: start the operation, resume at once (a cancel or a result came first), or finish a
+    /// cancel that arrived while `start` ran.
+    @usableFromInline
+    func begin(_ continuation: Waiter, start: () -> Void) {
+        let (action, kept) = inner.withLock { inner -> (Machine.SuspendAction, Result<any Sendable, any Error>?) in
+            let action = inner.machine.suspend(continuation)
+            guard case .resumeWithKeptResult = action else { return (action, nil) }
+            defer { inner.kept = nil }
+            return (action, inner.kept)
+        }
+        switch action {
+        case .resumeCancelled(let waiter, let reason):
+            waiter.resume(throwing: reason.error)
+        case .resumeWithKeptResult(let waiter):
+            waiter.resume(with: kept ?? .failure(CancellationError()))
+        case .start:
+            start()
+            let (after, hook) = inner.withLock { ($0.machine.startReturned(), $0.hook) }
+            if case .runHookThenResume(let waiter, let reason) = after {
+                hook?(reason)
                 waiter.resume(throwing: reason.error)
-            case .resumeWithKeptResult(let waiter):
-                waiter.resume(with: kept ?? .failure(CancellationError()))
-            case .start:
-                start(self)
-                let (after, hook) = inner.withLock { ($0.machine.startReturned(), $0.hook) }
-                if case .runHookThenResume(let waiter, let reason) = after {
-                    hook?(reason)
-                    waiter.resume(throwing: reason.error)
-                }
             }
         }
-        // Only `complete(_:)` resumes with a value, and it takes a `Success`.
-        return value as! Success
     }
 
-    private func recordLatency(handle: ResourceHandle?) {
+    @usableFromInline
+    func recordLatency(handle: ResourceHandle?) {
         guard let handle else { return }
         let requested = inner.withLock { $0.cancelRequestedAt }
         if let requested {

@@ -3,6 +3,7 @@
 /// It is the current task's innermost operation (a task-local) while its body runs: every ``CancellationCell``
 /// the body runs unshielded (so every `IOReactor` wait and `BlockingPool` job) and every nested operation
 /// registers with it, so that cancelling the operation resumes them with the operation's reason.
+@usableFromInline
 final class ResourceOperation: CancellableOperation {
     @TaskLocal static var current: ResourceOperation?
 
