@@ -8,10 +8,12 @@ import Testing
 @testable import PostgresAdapter
 import PostgresActivity
 
-/// The scenarios of shared/POSTGRES-SCENARIOS.md that apply, against a real server.
+/// The cancellation scenarios that mature Postgres clients test (numbered as in the other suites), against a real
+/// server.
 @Suite struct PostgresCancellationTests {
-    /// Scenarios 1, 2, 3: cancel `pg_sleep(20)` mid-query for every API; `CancellationError` well under 1 s,
-    /// the backend no longer active within 1 s, and `SELECT 1` works on the same connection afterwards.
+    /// Scenarios 1, 2, 3: cancel `pg_sleep(20)` mid-query for every API; `CancellationError` and the backend no
+    /// longer active promptly (`TimingBound.singleShot`: a broken path waits 20 s), and `SELECT 1` works on the
+    /// same connection afterwards.
     @Test(arguments: ["execute", "query", "stream"])
     func cancelRunningSleepForEveryAPI(api: String) async throws {
         let conninfo = try await TestDatabase.conninfo()
@@ -32,9 +34,9 @@ import PostgresActivity
             let cancelled = ContinuousClock.now
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
-            #expect(ContinuousClock.now - cancelled < .seconds(1))
+            #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
             let idleAfter = try await TestDatabase.waitUntilNotActive(pid, observer: observer)
-            #expect(idleAfter != nil, "backend still active 1 s after cancel")
+            #expect(idleAfter != nil, "backend still active \(TimingBound.singleShot) after cancel")
             let one = try await connection.query("SELECT 1").first?.decode(Int.self, at: 0)
             #expect(one == 1)
         }

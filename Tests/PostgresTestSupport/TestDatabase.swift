@@ -52,11 +52,13 @@ public enum TestDatabase {
         try await PostgresActivityProbe(observer: observer).state(of: pid)
     }
 
-    /// Waits (polling the observer, bounded) until `pid` is no longer active; returns how long it took.
+    /// Waits (polling the observer, bounded: `TimingBound.singleShot` unless given) until `pid` is no longer
+    /// active; returns how long it took, or `nil` at the bound.
     public static func waitUntilNotActive(
-        _ pid: Int32, observer: PostgresConnection, within bound: Duration = .seconds(1)
+        _ pid: Int32, observer: PostgresConnection, within bound: Duration? = nil
     ) async throws -> Duration? {
-        try await PostgresActivityProbe(observer: observer).waitUntil(.notActive(.pid(pid)), within: bound)
+        try await PostgresActivityProbe(observer: observer).waitUntil(
+            .notActive(.pid(pid)), within: bound ?? TimingBound.singleShot)
     }
 
     /// Waits until `pid` runs a query (so a cancel lands mid-query, not before it was sent).

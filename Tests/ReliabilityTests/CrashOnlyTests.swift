@@ -65,7 +65,8 @@ import Testing
         #expect(sweep.directories.contains(abandoned) && !sweep.directories.contains(kept), "\(sweep)")
         #expect(sweep.directories.contains(ownerlessOld) && !sweep.directories.contains(ownerlessNew), "\(sweep)")
         // The sweep reaps a child of its own process that it stopped: the orphan is gone, not a zombie.
-        #expect(try await ProcessWatch.exits(orphan, within: .seconds(1)), "the dead owner's process still runs")
+        #expect(
+            try await ProcessWatch.exits(orphan, within: TimingBound.singleShot), "the dead owner's process still runs")
         #expect(!FileManager.default.fileExists(atPath: abandoned))
         #expect(FileManager.default.fileExists(atPath: kept))
         #expect(Syscall.exitStatusIfExited(sibling) == nil, "a live owner's process is left alone")

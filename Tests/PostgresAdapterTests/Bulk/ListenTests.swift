@@ -86,7 +86,7 @@ import Testing
             await #expect(throws: CancellationError.self) { try await consumer.value }
             #expect(ContinuousClock.now - cancelled < TimingBound.singleShot)
             let gone = try await PostgresActivityProbe(observer: observer).waitUntil(
-                .gone(.pid(pid)), within: .seconds(2))
+                .gone(.pid(pid)), within: TimingBound.singleShot)
             #expect(gone != nil, "the listening session is still there")
             await #expect(throws: CancellationError.self) { _ = try await listener.next() }
         }

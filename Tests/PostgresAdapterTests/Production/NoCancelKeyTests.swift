@@ -4,7 +4,7 @@ import ResourceKit
 import TestSupport
 import Testing
 
-/// POSTGRES-SCENARIOS 19: a proxy that sends no BackendKeyData. No cancel request can reach the session, so a
+/// Scenario 19: a proxy that sends no BackendKeyData. No cancel request can reach the session, so a
 /// cancel shuts the connection down (broken, never reused) and the server, asked at connect to check for a
 /// vanished client every 250 ms, stops the query.
 @Suite struct NoCancelKeyTests {

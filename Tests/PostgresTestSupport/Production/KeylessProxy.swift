@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// A proxy in front of one server that removes BackendKeyData from every session's startup, as some proxies
-/// do (POSTGRES-SCENARIOS 19): the client never learns a cancel key. Plain TCP (clients use
+/// do (scenario 19): the client never learns a cancel key. Plain TCP (clients use
 /// `sslmode=disable`); a python3 relay that parses the server's messages until the first ReadyForQuery.
 public final class KeylessProxy: Sendable {
     private static let script =

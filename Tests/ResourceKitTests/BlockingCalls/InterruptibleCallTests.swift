@@ -21,7 +21,7 @@ import Testing
             // (where the library clears it), and while the library blocks.
             try await Task.sleep(for: .microseconds(Int.random(in: 0...400)))
             call.cancel()
-            let result = await outcome(of: call, within: .seconds(2))
+            let result = await outcome(of: call, within: TimingBound.singleShot)
             guard result?.failure is CancellationError else {
                 Issue.record("round \(round): \(String(describing: result))")
                 break
