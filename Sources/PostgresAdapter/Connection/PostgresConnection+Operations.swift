@@ -289,49 +289,6 @@ extension PostgresConnection {
             }
         }
     }
-
-    /// Waits until `socket` is readable. The first time for a query (`lookedAgain` false) it looks again for
-    /// up to ``answerSpin`` first: a local server usually answers within a few tens of microseconds, and
-    /// parking on the reactor costs two thread wake-ups. Only a caller's own operation looks again; a drain
-    /// parks at once.
-    func waitForAnswer(
-        _ socket: Int32,
-        lookedAgain: inout Bool,
-        bindToCaller: Bool = true,
-        deadline: ContinuousClock.Instant? = nil
-    ) async throws {
-        let handle = self.handle
-        let first = !lookedAgain
-        lookedAgain = true
-        if first, bindToCaller,
-            Self.becomesReadable(
-                socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
-        {
-            return
-        }
-        try await reactor.wait(for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline)
-    }
-}
-
-extension PostgresConnection {
-    /// How long a query's first wait for its answer polls the socket before parking on the reactor: a local
-    /// server often answers a short query within it, and an answer found by looking costs no reactor hop (two
-    /// thread wake-ups). The figures, with and without it, are in the README's "Measured" section.
-    static let answerSpin: Duration = .microseconds(100)
-
-    /// Polls `socket` without blocking (yielding the CPU between looks) until it is readable, `limit` passed,
-    /// or `stop()` holds (a cancellation: the caller then parks and is resumed at once). Never blocks: each
-    /// look is `poll` with a zero timeout.
-    static func becomesReadable(_ socket: Int32, within limit: Duration, unless stop: () -> Bool) -> Bool {
-        let deadline = ContinuousClock.now + limit
-        var entry = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        repeat {
-            if poll(&entry, 1, 0) > 0 { return true }
-            if stop() { return false }
-            sched_yield()
-        } while ContinuousClock.now < deadline
-        return false
-    }
 }
 
 extension PostgresError {

@@ -1,0 +1,78 @@
+import ResourceKit
+import ResourceKitIO
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Waiting for the server's answer: park on the reactor, or first look again for a moment when that pays.
+extension PostgresConnection {
+    /// Waits until `socket` is readable. The first time for a query (`lookedAgain` false), when no other query of
+    /// this process is waiting for its first answer, it looks again for up to ``answerSpin`` first: a local server
+    /// usually answers a lone short query within it, and parking on the reactor costs two thread wake-ups. Under
+    /// load it parks at once: with other queries in flight, a look would hold a cooperative thread that their
+    /// results need, and burn CPU that the server needs (the bench's 64-task row). Only a caller's own
+    /// operation looks again; a drain parks at once.
+    ///
+    /// Cancellation: the wait is bound to the connection's handle (and the caller's operation); a look in
+    /// progress stops at the task's or the handle's cancellation and parks, which then returns at once.
+    func waitForAnswer(
+        _ socket: Int32,
+        lookedAgain: inout Bool,
+        bindToCaller: Bool = true,
+        deadline: ContinuousClock.Instant? = nil
+    ) async throws {
+        let handle = self.handle
+        let first = !lookedAgain
+        lookedAgain = true
+        guard first, bindToCaller else {
+            try await reactor.wait(for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline)
+            return
+        }
+        let othersWaiting = Self.firstAnswersAwaited.add(1, ordering: .relaxed).oldValue
+        defer { Self.firstAnswersAwaited.subtract(1, ordering: .relaxed) }
+        if othersWaiting == 0 || Self.answerLook == .always,
+            Self.becomesReadable(
+                socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
+        {
+            return
+        }
+        try await reactor.wait(for: socket, .readable, boundTo: handle, deadline: deadline)
+    }
+
+    /// How long a lone query's first wait for its answer polls the socket before parking on the reactor. The
+    /// figures, with and without it, are in the README's "Measured" section.
+    static let answerSpin: Duration = .microseconds(100)
+
+    /// Queries of this process waiting for their first answer (looking or parked).
+    static let firstAnswersAwaited = Atomic<Int>(0)
+
+    /// When a query looks again before parking.
+    enum AnswerLook {
+        /// Only when no other query waits for its first answer (the default).
+        case alone
+        /// Always (the behaviour before #23; `RESOURCEKIT_ANSWER_LOOK=always`), kept selectable while the
+        /// benchmark compares the two.
+        case always
+    }
+
+    /// Read once, here only.
+    static let answerLook: AnswerLook =
+        getenv("RESOURCEKIT_ANSWER_LOOK").map { String(cString: $0) } == "always"
+        ? .always : .alone
+
+    /// Polls `socket` without blocking (yielding the CPU between looks) until it is readable, `limit` passed,
+    /// or `stop()` holds (a cancellation: the caller then parks and is resumed at once). Never blocks: each
+    /// look is `poll` with a zero timeout.
+    static func becomesReadable(_ socket: Int32, within limit: Duration, unless stop: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + limit
+        var entry = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        repeat {
+            if poll(&entry, 1, 0) > 0 { return true }
+            if stop() { return false }
+            sched_yield()
+        } while ContinuousClock.now < deadline
+        return false
+    }
+}
