@@ -56,6 +56,11 @@ public final class ChildProcess: ManagedResource, BufferedByteReader {
         return child
     }
 
+    /// The pipes' descriptors this process holds while it is open (for the kit's leak check).
+    public var ownedDescriptors: [Int32] {
+        ((try? output.withDescriptor { [$0] }) ?? []) + [input]
+    }
+
     /// Reads standard output. Cancellation: a read waiting for output throws `CancellationError` at once.
     public func receive(upTo maxBytes: Int) async throws -> [UInt8]? {
         try await output.readSome(upTo: maxBytes, boundTo: registration.handle) { SystemError("read", errno: $0) }

@@ -14,6 +14,7 @@ import Testing
             make: { scope in try await ChildProcess.spawn(["/bin/cat"], in: scope) },
             blockingOperation: { process in _ = try await process.read(upTo: 1) },
             completeOperation: { process in try process.send("x") },
+            ownedDescriptors: { process in process.ownedDescriptors },
             exchange: { process, token in
                 try process.send(token + "\n")  // cat echoes it
                 return try await process.readLine() ?? ""

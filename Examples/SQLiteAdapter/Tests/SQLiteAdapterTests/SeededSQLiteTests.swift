@@ -52,6 +52,7 @@ extension SQLiteExampleTests {
                     blockingOperation: { database in
                         _ = try await database.query(SQLiteExampleTests.SQLiteDatabaseTests.endless)
                     },
+                    ownedDescriptors: { _ in folder.openDescriptors() },
                     exchange: { database, token in
                         try await database.query(Self.echo, [token]).first.flatMap { $0 } ?? ""
                     },
