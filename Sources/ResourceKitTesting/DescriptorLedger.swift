@@ -20,11 +20,8 @@ public struct DescriptorLedger: Sendable, Hashable {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
             }
-            guard let fd = Int32(name), fd != own else { continue }
-            var buffer = [CChar](repeating: 0, count: 512)
-            let length = readlink("/proc/self/fd/\(name)", &buffer, buffer.count - 1)
-            guard length > 0 else { continue }
-            entries[fd] = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            guard let fd = Int32(name), fd != own, let target = target(of: fd) else { continue }
+            entries[fd] = target
         }
         return DescriptorLedger(entries: entries)
     }
@@ -48,12 +45,15 @@ public struct DescriptorLedger: Sendable, Hashable {
     /// one `readlink` each: fast enough to run the moment a `close()` returned, before a close that was only
     /// handed to another thread has had time to happen.
     public static func stillOpen(_ descriptors: [Int32: String]) -> [Int32: String] {
-        descriptors.filter { fd, target in
-            var buffer = [CChar](repeating: 0, count: 512)
-            let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
-            guard length > 0 else { return false }
-            return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == target
-        }
+        descriptors.filter { fd, target in Self.target(of: fd) == target }
+    }
+
+    /// What descriptor `fd` of this process points to (`/proc/self/fd`'s link), or `nil` if it is not open.
+    private static func target(of fd: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 512)
+        let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Of `descriptors`, those still open with the same target.
