@@ -118,13 +118,13 @@ import Testing
             let headerFlood = "GET /metrics HTTP/1.1\r\n" + String(repeating: "X-A: b\r\n", count: 100) + "\r\n"
             #expect(try await Self.request(metrics, headerFlood, in: scope).status == 400)
             // A client that sends nothing is closed when its 5 s deadline passes.
-            // (Bounded: if the server never closed it, the test's own 10 s deadline fails it instead of hanging.)
+            // (Bounded: if the server never closed it, the test's own 30 s deadline fails it instead of hanging.)
             let waited = ContinuousClock.now
-            try await withResourceScope("silent", deadline: .now + .seconds(10)) { silentScope in
+            try await withResourceScope("silent", deadline: .now + .seconds(30)) { silentScope in
                 let silent = try await SocketConnection.connect(host: "127.0.0.1", port: metrics, in: silentScope)
                 #expect(try await silent.receive(upTo: 1024) == nil)
             }
-            #expect(ContinuousClock.now - waited < .seconds(8))
+            #expect(ContinuousClock.now - waited < .seconds(5) + TimingBound.singleShot)
             // Many at once: every one is answered (200, or 503 past the limit), and the endpoint still works.
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<100 { group.addTask { try await Self.get(metrics, "/metrics", in: scope).status } }

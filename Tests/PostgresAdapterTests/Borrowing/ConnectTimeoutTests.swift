@@ -41,6 +41,12 @@ import Testing
     /// Still connecting when the test's own bound passed (the connect ignored its timeout).
     struct StillWaiting: Error {}
 
+    /// What tells "timed out after `connect_timeout`" from "waited on": a connect that ignores its timeout waits
+    /// for ever on the silent server and about 127 s on the dropping one (the kernel's SYN retries), so a bound
+    /// far above the 2 s timeout still catches it, and a loaded machine's stall of several seconds cannot fail
+    /// a correct connect. (The measured figure is in the note: 2.02 s.)
+    static let ignoredTimeout: Duration = .seconds(20)
+
     static func timedConnect(
         _ conninfo: String, registry: ResourceRegistry
     ) async -> (Result<Int32?, any Error>, Duration) {
@@ -50,7 +56,7 @@ import Testing
                 try await PostgresConnection.connect(conninfo, in: scope).backendPID
             }
         }
-        let result = await outcome(of: task, within: .seconds(10)) ?? .failure(StillWaiting())
+        let result = await outcome(of: task, within: ignoredTimeout) ?? .failure(StillWaiting())
         return (result, ContinuousClock.now - started)
     }
 
@@ -65,10 +71,9 @@ import Testing
             "host=127.0.0.1 port=\(servers.dropping.port) user=x sslmode=disable connect_timeout=2", registry: registry)
         async let silent = Self.timedConnect(
             "host=127.0.0.1 port=\(servers.silent.port) user=x sslmode=disable connect_timeout=2", registry: registry)
-        // The figure is in the note (2.02 s); the bound only tells "timed out" from "waited on".
         for (name, (result, took)) in [("SYNs dropped", await dropping), ("accepts, never answers", await silent)] {
             #expect(Self.isTimeout(result), "\(name): \(result)")
-            #expect(took >= .seconds(2) && took < .seconds(2) + TimingBound.singleShot, "\(name): \(took)")
+            #expect(took >= .seconds(2) && took < Self.ignoredTimeout, "\(name): \(took)")
         }
         #expect(registry.liveCount == 0)
     }
@@ -84,17 +89,17 @@ import Testing
                     + "connect_timeout=2 target_session_attrs=read-write",
                 registry: registry)
             #expect(((try? result.get()) ?? nil) != nil, "\(result)")
-            #expect(
-                took >= .seconds(2) && took < .seconds(2) + TimingBound.singleShot,
-                "reached the second host after \(took)")
+            // At least the first host's timeout; the second host is a real server that a loaded machine may make
+            // slow to answer (CI once took 7.4 s here), so only a timeout that was never honoured fails the bound.
+            #expect(took >= .seconds(2) && took < Self.ignoredTimeout, "reached the second host after \(took)")
         }
-        // A refused first host costs no timeout.
+        // A refused first host costs no timeout: with a 30 s timeout, waiting for it would take 30 s.
         let refused = LoopbackPort()
         let (result, took) = await Self.timedConnect(
-            "host=127.0.0.1,127.0.0.1 port=\(refused.port),\(port) user=postgres dbname=postgres connect_timeout=2",
+            "host=127.0.0.1,127.0.0.1 port=\(refused.port),\(port) user=postgres dbname=postgres connect_timeout=30",
             registry: registry)
         #expect(((try? result.get()) ?? nil) != nil, "\(result)")
-        #expect(took < .seconds(2), "\(took)")
+        #expect(took < .seconds(10), "\(took)")
         #expect(registry.liveCount == 0)
     }
 
@@ -118,26 +123,26 @@ import Testing
         let registry = ResourceRegistry()
         let pool = try PostgresPool(
             conninfo: "host=127.0.0.1 port=\(servers.silent.port) user=x sslmode=disable", maxConnections: 2,
-            registry: registry, cancelFastPath: false, connectTimeout: .seconds(2))
+            registry: registry, cancelFastPath: false, connectTimeout: .seconds(4))
         let started = ContinuousClock.now
         let results = await withTaskGroup(of: (Result<Int, any Error>, Duration).self) { group in
             for _ in 0..<5 {
                 group.addTask {
                     let caller = Task { try await pool.withConnection { try await $0.query("SELECT 1").count } }
-                    let result = await outcome(of: caller, within: .seconds(10)) ?? .failure(StillWaiting())
+                    let result = await outcome(of: caller, within: Self.ignoredTimeout) ?? .failure(StillWaiting())
                     return (result, ContinuousClock.now - started)
                 }
             }
             return await group.reduce(into: []) { $0.append($1) }
         }
-        // Together: the queued callers fail with the first open's timeout, not one timeout after another (2 s
+        // Together: the queued callers fail with the first open's timeout, not one timeout after another (4 s
         // apart); the spread is the measure, so a stalled machine does not move it.
         let times = results.map(\.1)
         for (result, _) in results {
             #expect((result.failure as? PostgresError)?.code == .connectionTimedOut, "\(result)")
         }
-        #expect(times.max()! - times.min()! < .milliseconds(1_500), "\(times)")
-        #expect(times.max()! < .seconds(2) + TimingBound.singleShot, "\(times)")
+        #expect(times.max()! - times.min()! < .seconds(2), "\(times)")
+        #expect(times.max()! >= .seconds(4) && times.max()! < Self.ignoredTimeout, "\(times)")
         #expect(pool.openCount == 0)
         #expect(pool.waiterCount == 0)
         await pool.shutdown()

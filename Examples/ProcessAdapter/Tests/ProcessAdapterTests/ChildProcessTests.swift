@@ -49,7 +49,7 @@ import Testing
         }
         let elapsed = ContinuousClock.now - started
         #expect(elapsed >= .milliseconds(300), "SIGKILL came after the grace period, not before")
-        #expect(elapsed < .seconds(5))
+        #expect(elapsed < .seconds(20), "SIGKILL never came")
         #expect(!FileManager.default.fileExists(atPath: "/proc/\(pid)"), "reaped: no zombie left")
     }
 
@@ -65,6 +65,7 @@ import Testing
         let cancelled = ContinuousClock.now
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(ContinuousClock.now - cancelled < .seconds(1))
+        // Generous: a stalled machine must not fail it; a read that missed the cancel waits for the 60 s sleep.
+        #expect(ContinuousClock.now - cancelled < .seconds(5))
     }
 }
