@@ -2,6 +2,10 @@
 # Builds each library's symbol graph and converts it with docc; prints warnings; exit 1 if any.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# SwiftPM and docc leave TemporaryDirectory.* folders in $TMPDIR: keep them inside .build, as .ci/run does.
+export TMPDIR="${TMPDIR:-$PWD/.build/tmp}"
+[ "$TMPDIR" = /tmp ] && export TMPDIR="$PWD/.build/tmp"
+mkdir -p "$TMPDIR"
 total=0
 # One scratch folder for every module's graphs, catalog and output, removed however the script ends.
 work=$(mktemp -d)

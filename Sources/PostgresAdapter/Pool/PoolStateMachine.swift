@@ -26,13 +26,21 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         case fail
     }
 
-    mutating func lease(id: UInt64, waiter: Waiter) -> LeaseAction {
+    /// A lease that needs no waiter: an idle connection or a free slot, when nobody waits before the caller;
+    /// `nil` when the caller has to wait (then ``lease(id:waiter:)`` parks it).
+    mutating func leaseWithoutWaiting() -> LeaseAction? {
         if closed { return .fail }
+        guard waiters.isEmpty else { return nil }
         if let connection = idle.popLast() { return .use(connection) }
         if total < capacity {
             total += 1
             return .open
         }
+        return nil
+    }
+
+    mutating func lease(id: UInt64, waiter: Waiter) -> LeaseAction {
+        if let action = leaseWithoutWaiting() { return action }
         waiters.append((id, waiter))
         return .wait
     }

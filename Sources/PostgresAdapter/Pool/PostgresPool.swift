@@ -148,27 +148,18 @@ public final class PostgresPool: Sendable {
     private func lease() async throws -> PostgresConnection {
         while true {
             try Task.checkCancellation()
-            let id = nextID.withLock {
-                $0 += 1
-                return $0
-            }
-            let cell = CancellationCell<Grant>()
-            let grant = try await cell.run(onCancel: { [weak self] _ in
-                _ = self?.withMachine { $0.cancel(id: id) }
-            }) { cell in
-                // Parked inside the start closure: a handover can never come before the suspension.
-                switch withMachine({ $0.lease(id: id, waiter: cell) }) {
-                case .use(let connection):
-                    if !cell.succeed(.connection(connection)) {
-                        perform(withMachine { $0.release(connection, .clean) })
-                    }
-                case .open:
-                    if !cell.succeed(.slot) { giveUpSlot() }
-                case .wait:
-                    break
-                case .fail:
-                    cell.fail(PostgresError(.poolClosed, "the pool was shut down"))
-                }
+            // The common case, an idle connection or a free slot with nobody queued, takes no cell and does not
+            // suspend; only a lease that has to queue parks (and is then cancellable while it waits).
+            let grant: Grant
+            switch withMachine({ $0.leaseWithoutWaiting() }) {
+            case .use(let connection)?:
+                grant = .connection(connection)
+            case .open?:
+                grant = .slot
+            case .fail?:
+                throw PostgresError(.poolClosed, "the pool was shut down")
+            case .wait?, nil:
+                grant = try await waitForGrant()
             }
             switch grant {
             case .connection(let connection):
@@ -179,6 +170,33 @@ public final class PostgresPool: Sendable {
                 return try await open()
             case .slot:
                 return try await open()
+            }
+        }
+    }
+
+    /// Queues for a connection or a slot; the queued waiter leaves the queue when its task (or borrowing scope) is
+    /// cancelled.
+    private func waitForGrant() async throws -> Grant {
+        let id = nextID.withLock {
+            $0 += 1
+            return $0
+        }
+        let cell = CancellationCell<Grant>()
+        return try await cell.run(onCancel: { [weak self] _ in
+            _ = self?.withMachine { $0.cancel(id: id) }
+        }) { cell in
+            // Parked inside the start closure: a handover can never come before the suspension.
+            switch withMachine({ $0.lease(id: id, waiter: cell) }) {
+            case .use(let connection):
+                if !cell.succeed(.connection(connection)) {
+                    perform(withMachine { $0.release(connection, .clean) })
+                }
+            case .open:
+                if !cell.succeed(.slot) { giveUpSlot() }
+            case .wait:
+                break
+            case .fail:
+                cell.fail(PostgresError(.poolClosed, "the pool was shut down"))
             }
         }
     }

@@ -16,17 +16,28 @@ enum BulkBench {
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
+    /// One task count's figures beside the reference measured in the same batches.
     struct Concurrency {
-        var oursQPS = Samples("64 tasks over a pool of 16: SELECT $1::int", unit: "qps")
+        let tasks: Int
+        var oursQPS: Samples
+        var oursCPU: Samples
         var rawQPS = Samples("16 threads, blocking libpq loop each", unit: "qps")
-        var oursCPU = Samples("CPU per query, 64 tasks over a pool of 16", unit: "us")
         var rawCPU = Samples("CPU per query, 16 blocking libpq threads", unit: "us")
+
+        init(tasks: Int) {
+            self.tasks = tasks
+            oursQPS = Samples("\(tasks) tasks over a pool of 16: SELECT $1::int", unit: "qps")
+            oursCPU = Samples("CPU per query, \(tasks) tasks over a pool of 16", unit: "us")
+        }
     }
 
-    /// `batches` rounds, interleaved: ours (64 tasks sharing 16 pooled connections), then the reference (16
-    /// threads, one blocking connection each); each runs `queries` queries in all.
-    static func concurrency(queries: Int, batches: Int, conninfo: String) async throws -> Concurrency {
-        var figures = Concurrency()
+    /// `batches` rounds, interleaved: for each task count of `sweep` (each task count's tasks share 16 pooled
+    /// connections), ours, then the reference once (16 threads, one blocking connection each); each run makes
+    /// `queries` queries in all. Every task count's row is compared with the reference runs of its own batches.
+    static func concurrency(
+        queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], conninfo: String
+    ) async throws -> [Concurrency] {
+        var figures = sweep.map(Concurrency.init(tasks:))
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
         // Warm: every pooled connection open.
@@ -37,41 +48,56 @@ enum BulkBench {
             try await group.waitForAll()
         }
         for _ in 0..<batches {
-            var cpu = cpuSeconds()
-            var start = ContinuousClock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for task in 0..<64 {
-                    group.addTask {
-                        for index in 0..<(queries / 64) {
-                            _ = try await pool.withConnection {
-                                try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
+            for index in figures.indices {
+                let (qps, cpu) = try await measure(queries: queries) {
+                    try await poolLoad(pool, tasks: figures[index].tasks, queries: queries)
+                }
+                figures[index].oursQPS.values.append(qps)
+                figures[index].oursCPU.values.append(cpu)
+            }
+            let (qps, cpu) = try await measure(queries: queries) {
+                await withTaskGroup(of: Void.self) { group in
+                    for raw in raws {
+                        group.addTask {
+                            await RawLibPQConnection.onThread {
+                                for index in 0..<(queries / 16) { raw.exec("SELECT $1::int", String(index)) }
                             }
                         }
                     }
                 }
-                try await group.waitForAll()
             }
-            var elapsed = Samples.convert(.now - start, to: "ms") / 1000
-            figures.oursQPS.values.append(Double(queries) / elapsed)
-            figures.oursCPU.values.append((cpuSeconds() - cpu) * 1e6 / Double(queries))
+            for index in figures.indices {
+                figures[index].rawQPS.values.append(qps)
+                figures[index].rawCPU.values.append(cpu)
+            }
+        }
+        await pool.shutdown()
+        return figures
+    }
 
-            cpu = cpuSeconds()
-            start = .now
-            await withTaskGroup(of: Void.self) { group in
-                for raw in raws {
-                    group.addTask {
-                        await RawLibPQConnection.onThread {
-                            for index in 0..<(queries / 16) { raw.exec("SELECT $1::int", String(index)) }
+    /// `tasks` tasks sharing the pool, `queries` queries in all.
+    static func poolLoad(_ pool: PostgresPool, tasks: Int, queries: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    for index in 0..<(queries / tasks) {
+                        _ = try await pool.withConnection {
+                            try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
                         }
                     }
                 }
             }
-            elapsed = Samples.convert(.now - start, to: "ms") / 1000
-            figures.rawQPS.values.append(Double(queries) / elapsed)
-            figures.rawCPU.values.append((cpuSeconds() - cpu) * 1e6 / Double(queries))
+            try await group.waitForAll()
         }
-        await pool.shutdown()
-        return figures
+    }
+
+    /// Queries per second and this process's CPU microseconds per query of `body`, which makes `queries` queries.
+    static func measure(queries: Int, _ body: () async throws -> Void) async throws -> (qps: Double, cpu: Double) {
+        let cpu = cpuSeconds()
+        let start = ContinuousClock.now
+        try await body()
+        let elapsed = Samples.convert(.now - start, to: "ms") / 1000
+        return (Double(queries) / elapsed, (cpuSeconds() - cpu) * 1e6 / Double(queries))
     }
 
     struct Copy {

@@ -21,6 +21,38 @@ import Testing
         #expect(machine.waiters.map(\.waiter) == ["c"])
     }
 
+    /// The lease that takes no waiter (the pool's path without a cell) hands out idle connections and free slots,
+    /// and never goes before someone queued: then it answers `nil` and the caller queues behind them.
+    @Test func aLeaseWithoutWaitingNeverJumpsTheQueue() {
+        var machine = Machine(capacity: 1)
+        guard case .open? = machine.leaseWithoutWaiting() else {
+            Issue.record("expected an open in the free slot")
+            return
+        }
+        #expect(machine.leaseWithoutWaiting() == nil, "full: the caller has to wait")
+        guard case .wait = machine.lease(id: 1, waiter: "queued") else {
+            Issue.record("expected a park")
+            return
+        }
+        let connection = Connection()
+        guard case .handOver(_, "queued") = machine.release(connection, .clean) else {
+            Issue.record("expected a handover to the queued waiter")
+            return
+        }
+        #expect(machine.leaseWithoutWaiting() == nil, "the connection went to the queued waiter")
+        guard case .keepIdle = machine.release(connection, .clean), case .use(let idle)? = machine.leaseWithoutWaiting()
+        else {
+            Issue.record("expected the idle connection")
+            return
+        }
+        #expect(idle === connection)
+        _ = machine.close()
+        guard case .fail? = machine.leaseWithoutWaiting() else {
+            Issue.record("expected a failure once closed")
+            return
+        }
+    }
+
     @Test func aCleanReturnGoesToTheFirstWaiterElseIdle() {
         var machine = Machine(capacity: 1)
         _ = machine.lease(id: 1, waiter: "a")
