@@ -27,7 +27,6 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// every wait (tried; it would save an allocation per wait).
     @usableFromInline typealias Waiter = CheckedContinuation<any Sendable, any Error>
     private typealias Machine = CancellationStateMachine<Waiter>
-    private typealias Inner = CancellationCellState
 
     private let inner = Locked(CancellationCellState())
 
