@@ -127,6 +127,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // A C constructor that ignores SIGPIPE in the test process (see its source); linked through TestSupport.
+        .target(name: "TestProcessSetup", path: "Tests/TestProcessSetup"),
         // Helpers shared by the test targets: descriptor inspection, canceller threads, peer processes. The
         // core's tests link only this one (no libpq).
         .target(
@@ -134,7 +136,7 @@ let package = Package(
             dependencies: [
                 "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
-                "ResourceKit", "ResourceKitTesting", "EmbeddedPostgres",
+                "ResourceKit", "ResourceKitTesting", "EmbeddedPostgres", "TestProcessSetup",
             ],
             path: "Tests/TestSupport",
             swiftSettings: strict
