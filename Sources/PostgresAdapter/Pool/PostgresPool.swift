@@ -1,6 +1,7 @@
 import CLibPQ
 public import ResourceKit
 public import ResourceKitIO
+import Synchronization
 
 /// A bounded pool of ``PostgresConnection``s.
 ///
@@ -9,7 +10,9 @@ public import ResourceKitIO
 ///   (bounded by the connection's `cancelTimeout`, past which it is discarded), and every idle connection is
 ///   checked on lease without waiting (a zero-timeout read: the server closed it, a restart, an
 ///   `idle_session_timeout`) and replaced by a fresh one if dead. After a server restart with an idle pool of
-///   N, the next N queries all succeed.
+///   N, the next N queries all succeed. A connection handed from one lessee straight to a queued one never
+///   sat idle and is not looked at: it finished an operation a moment ago (a backend that dies in that
+///   instant fails the next query with ``PostgresError/Code/connection``, as one dying after the look would).
 /// - The fast cancel path (`cancelFastPath:` in `init`) keeps one control connection and uses it only for connections
 ///   whose backend is verified to be on the control connection's server; everything else (a pooler, a
 ///   balancer, a dead control connection) uses cancel requests. ``cancelStatistics`` says which path each
@@ -31,7 +34,10 @@ public final class PostgresPool: Sendable {
 
     /// What a waiter is handed.
     private enum Grant: Sendable {
+        /// A connection that sat idle: looked at before use (``PostgresConnection/isAliveWhileIdle()``).
         case connection(PostgresConnection)
+        /// A connection its previous lessee returned clean a moment ago: used as it is.
+        case handedOver(PostgresConnection)
         /// A slot: open a new connection in it.
         case slot
     }
@@ -134,6 +140,8 @@ public final class PostgresPool: Sendable {
     /// Cancellation: see the type's documentation.
     public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let connection = try await lease()
+        Self.leasesHeld.add(1, ordering: .relaxed)
+        defer { Self.leasesHeld.subtract(1, ordering: .relaxed) }
         let value: T
         do {
             value = try await body(connection)
@@ -144,6 +152,14 @@ public final class PostgresPool: Sendable {
         release(connection)
         return value
     }
+
+    /// How many leases looked at an idle connection before handing it out (for tests).
+    let idleLooks = Atomic<Int>(0)
+
+    /// Connections leased from every pool of this process: a sign of load that the connection's answer wait
+    /// reads (``PostgresConnection/othersAreBusy``). A leased connection counts while its lessee is queued for a
+    /// cooperative thread, when no query of it is on the wire yet.
+    static let leasesHeld = Atomic<Int>(0)
 
     private func lease() async throws -> PostgresConnection {
         while true {
@@ -162,7 +178,10 @@ public final class PostgresPool: Sendable {
                 grant = try await waitForGrant()
             }
             switch grant {
+            case .handedOver(let connection):
+                return connection
             case .connection(let connection):
+                idleLooks.add(1, ordering: .relaxed)
                 if connection.isAliveWhileIdle() { return connection }
                 // Closed by the server while idle (a restart, idle_session_timeout): replace it in its slot.
                 connection.handle?.report("postgres.pool.discardedDead")
@@ -242,7 +261,7 @@ public final class PostgresPool: Sendable {
             case .keepIdle:
                 return
             case .handOver(let connection, let waiter):
-                if waiter.succeed(.connection(connection)) { return }
+                if waiter.succeed(.handedOver(connection)) { return }
                 // That waiter was cancelled at this instant: the next one, or idle.
                 action = withMachine { $0.release(connection, .clean) }
             case .reset(let connection):
