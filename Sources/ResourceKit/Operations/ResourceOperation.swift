@@ -5,7 +5,12 @@
 /// registers with it, so that cancelling the operation resumes them with the operation's reason.
 @usableFromInline
 final class ResourceOperation: CancellableOperation {
-    @TaskLocal static var current: ResourceOperation?
+    /// The task-local behind ``current``, declared without the `@TaskLocal` wrapper so that the inlinable
+    /// `withResourceOperation` can bind it (a wrapper's projection cannot be `@usableFromInline`).
+    @usableFromInline static let currentLocal = TaskLocal<ResourceOperation?>(wrappedValue: nil)
+
+    /// The current task's innermost operation.
+    static var current: ResourceOperation? { currentLocal.get() }
 
     private typealias Machine = OperationStateMachine<any CancellableOperation>
 
@@ -28,6 +33,7 @@ final class ResourceOperation: CancellableOperation {
     }
 
     /// Marks the body as started, or throws the reason's error if a cancel came first.
+    @usableFromInline
     func start() throws {
         if case .refuse(let reason) = machine.withLock({ $0.start() }) {
             throw reason.error
@@ -36,6 +42,7 @@ final class ResourceOperation: CancellableOperation {
 
     /// Cancels the operation: its waiters resume with `reason`, then the adapter's hook runs, once, on this
     /// thread. Non-blocking, idempotent, any thread.
+    @usableFromInline
     func cancel(_ reason: CancellationReason) {
         guard case .stop(let reason, let waiters) = machine.withLock({ $0.cancel(reason) }) else { return }
         for waiter in waiters { waiter.cancel(reason) }
@@ -53,6 +60,7 @@ final class ResourceOperation: CancellableOperation {
     }
 
     /// The body ended; the cancellation's reason if a cancel won first.
+    @usableFromInline
     func finish() -> CancellationReason? {
         machine.withLock { $0.finish() }
     }

@@ -35,36 +35,21 @@
 ///     the borrowing scope's).
 ///   - onCancel: stops the operation's external work; receives why.
 ///   - body: the operation.
+// Inlinable, so that the generic shell is specialised where it is called (a query's `[PostgresResult]`): an
+// unspecialised one allocates its result's buffers from the task allocator on every operation (the largest
+// item of an empty operation's profile). Everything it calls is concrete and lives here (`enter`, `leave`).
+@inlinable
 nonisolated(nonsending) public func withResourceOperation<Result>(
     boundTo handle: ResourceHandle?,
     deadline: ContinuousClock.Instant? = nil,
     onCancel: @escaping @Sendable (CancellationReason) -> Void,
     _ body: () async throws -> Result
 ) async throws -> Result {
-    try handle?.checkCancellation()
-    try Task.checkCancellation()
-    if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
-
-    let parent = ResourceOperation.current
-    let scope = ResourceScope.current
-    let operation = ResourceOperation(
-        onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline, scope?.deadline), scope: scope)
-    parent?.add(operation)
-    let borrowed = BorrowingScope.join(operation, tracked: handle, enclosing: parent, scope: scope)
-    var timer: DeadlineTimerID?
-    if let deadline {
-        timer = DeadlineTimers.shared.schedule(at: deadline) { [weak operation] in
-            operation?.cancel(.deadlineExceeded(deadline))
-        }
-    }
-    defer {
-        if let timer { DeadlineTimers.shared.cancel(timer) }
-        handle?.untrack(operation)
-        parent?.remove(operation)
-        borrowed?.leave(operation)
-    }
+    let wait = try ResourceOperation.enter(boundTo: handle, deadline: deadline, onCancel: onCancel)
+    let operation = wait.operation
+    defer { wait.leave(handle: handle) }
     do {
-        let value = try await ResourceOperation.$current.withValue(operation) {
+        let value = try await ResourceOperation.currentLocal.withValue(operation) {
             try await withTaskCancellationHandler {
                 try operation.start()
                 return try await body()
@@ -77,5 +62,53 @@ nonisolated(nonsending) public func withResourceOperation<Result>(
     } catch {
         if let reason = operation.finish() { throw reason.error }
         throw error
+    }
+}
+
+extension ResourceOperation {
+    /// What an operation joined, undone when it ends: the enclosing operation, the borrowing scope, a deadline
+    /// timer.
+    @usableFromInline
+    struct OperationWait {
+        @usableFromInline let operation: ResourceOperation
+        let parent: ResourceOperation?
+        let borrowed: ResourceScope?
+        let timer: DeadlineTimerID?
+
+        @usableFromInline
+        func leave(handle: ResourceHandle?) {
+            if let timer { DeadlineTimers.shared.cancel(timer) }
+            handle?.untrack(operation)
+            parent?.remove(operation)
+            borrowed?.leave(operation)
+        }
+    }
+
+    /// The checkpoint (the task, the handle, `deadline`), then a new operation joined to the enclosing one, the
+    /// handle and the borrowing scope, with its deadline's timer.
+    @usableFromInline
+    static func enter(
+        boundTo handle: ResourceHandle?,
+        deadline: ContinuousClock.Instant?,
+        onCancel: @escaping @Sendable (CancellationReason) -> Void
+    ) throws -> OperationWait {
+        try handle?.checkCancellation()
+        try Task.checkCancellation()
+        if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
+
+        let parent = ResourceOperation.current
+        let scope = ResourceScope.current
+        let operation = ResourceOperation(
+            onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline, scope?.deadline),
+            scope: scope)
+        parent?.add(operation)
+        let borrowed = BorrowingScope.join(operation, tracked: handle, enclosing: parent, scope: scope)
+        var timer: DeadlineTimerID?
+        if let deadline {
+            timer = DeadlineTimers.shared.schedule(at: deadline) { [weak operation] in
+                operation?.cancel(.deadlineExceeded(deadline))
+            }
+        }
+        return OperationWait(operation: operation, parent: parent, borrowed: borrowed, timer: timer)
     }
 }

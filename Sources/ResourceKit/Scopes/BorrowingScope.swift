@@ -34,7 +34,7 @@ nonisolated(nonsending) public func withoutResourceScope<Result>(_ body: () asyn
     -> Result
 {
     try await ResourceScope.$current.withValue(nil) {
-        try await ResourceOperation.$current.withValue(nil) {
+        try await ResourceOperation.currentLocal.withValue(nil) {
             try await body()
         }
     }
