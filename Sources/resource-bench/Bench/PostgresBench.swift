@@ -113,31 +113,44 @@ enum PostgresBench {
         if Task.isCancelled { throw CancellationError() }
     }
 
-    /// Queries per second for `SELECT 1` and `SELECT $1::int`, ours and raw libpq's, in `batches` batches.
-    static func roundTrips(queries: Int, batches: Int, conninfo: String) async throws -> [(ours: Samples, raw: Samples)]
-    {
-        var results: [(Samples, Samples)] = []
+    /// One round-trip figure: queries per second and this process's CPU per query, ours beside raw libpq's.
+    struct RoundTrip {
+        var ours: Samples
+        var raw: Samples
+        var oursCPU: Samples
+        var rawCPU: Samples
+    }
+
+    /// Queries per second and CPU microseconds per query for `SELECT 1` and `SELECT $1::int`, ours and raw
+    /// libpq's, in `batches` batches. The CPU is the whole process's (user + system, `getrusage`) while one side
+    /// runs and the other waits, so ours includes the look-again before parking and the reactor thread.
+    static func roundTrips(queries: Int, batches: Int, conninfo: String) async throws -> [RoundTrip] {
+        var results: [RoundTrip] = []
         try await withResourceScope("bench.roundtrip", registry: ResourceRegistry()) { scope in
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let raw = try RawLibPQConnection(conninfo)
             for parameterised in [false, true] {
                 let label = parameterised ? "SELECT $1::int" : "SELECT 1"
-                var ours = Samples("round trip \(label)", unit: "qps")
-                var rawValues: [Double] = []
+                let rawLabel = "raw libpq \(parameterised ? "PQexecParams" : "PQexec") loop"
+                var figure = RoundTrip(
+                    ours: Samples("round trip \(label)", unit: "qps"), raw: Samples(rawLabel, unit: "qps"),
+                    oursCPU: Samples("CPU per query, round trip \(label)", unit: "us"),
+                    rawCPU: Samples("CPU per query, \(rawLabel)", unit: "us"))
                 // Batches interleaved (ours, then raw libpq's), so that drift affects both alike.
                 for _ in 0..<batches {
-                    let start = ContinuousClock.now
-                    for index in 0..<queries {
-                        if parameterised {
-                            _ = try await connection.query("SELECT $1::int", [index])
-                        } else {
-                            _ = try await connection.query("SELECT 1")
+                    let (qps, cpu) = try await BulkBench.measure(queries: queries) {
+                        for index in 0..<queries {
+                            if parameterised {
+                                _ = try await connection.query("SELECT $1::int", [index])
+                            } else {
+                                _ = try await connection.query("SELECT 1")
+                            }
                         }
                     }
-                    ours.values.append(Double(queries) / Samples.convert(.now - start, to: "ms") * 1000)
-                    rawValues.append(
-                        await RawLibPQConnection.onThread { () -> Double in
-                            let start = ContinuousClock.now
+                    figure.ours.values.append(qps)
+                    figure.oursCPU.values.append(cpu)
+                    let (rawQPS, rawCPU) = try await BulkBench.measure(queries: queries) {
+                        await RawLibPQConnection.onThread {
                             for index in 0..<queries {
                                 if parameterised {
                                     raw.exec("SELECT $1::int", String(index))
@@ -145,16 +158,12 @@ enum PostgresBench {
                                     raw.exec("SELECT 1")
                                 }
                             }
-                            return Double(queries) / Samples.convert(.now - start, to: "ms") * 1000
-                        })
+                        }
+                    }
+                    figure.raw.values.append(rawQPS)
+                    figure.rawCPU.values.append(rawCPU)
                 }
-                results.append(
-                    (
-                        ours,
-                        Samples(
-                            "raw libpq \(parameterised ? "PQexecParams" : "PQexec") loop", unit: "qps",
-                            values: rawValues)
-                    ))
+                results.append(figure)
             }
         }
         return results
