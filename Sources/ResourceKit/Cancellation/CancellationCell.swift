@@ -108,7 +108,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 
     // Inlinable: the shell is specialised where it is called (the reactor's `CancellationCell<IOEvents>` in
     // ResourceKitIO), so the wait pays no unspecialised generic code; everything it calls is concrete and lives
-    // here (`enter`, `begin`, `cancel`, `recordLatency`, `CellWait.leave`).
+    // here (`enter`, `begin`, `cancel`, `recordLatency`, `CancellationLinks.leave`).
     /// Suspends until the operation completes or is cancelled.
     ///
     /// - Parameters:
@@ -134,8 +134,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
         start: (CancellationCell<Success>) -> Void
     ) async throws -> Success {
-        let wait = enter(boundTo: handle, deadline: deadline, shielded: shielded, onCancel: onCancel)
-        defer { wait.leave(self, handle: handle) }
+        let links = enter(boundTo: handle, deadline: deadline, shielded: shielded, onCancel: onCancel)
+        defer { links.leave(self, handle: handle) }
         do {
             let value: any Sendable
             if shielded {
@@ -155,22 +155,6 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         }
     }
 
-    /// What a wait joined, undone when it ends: the enclosing operation, the borrowing scope, a deadline timer.
-    @usableFromInline
-    struct CellWait {
-        let operation: ResourceOperation?
-        let borrowed: ResourceScope?
-        let timer: DeadlineTimerID?
-
-        @usableFromInline
-        func leave(_ cell: CancellationCell<Success>, handle: ResourceHandle?) {
-            if let timer { DeadlineTimers.shared.cancel(timer) }
-            handle?.untrack(cell)
-            operation?.remove(cell)
-            borrowed?.leave(cell)
-        }
-    }
-
     /// Before the wait suspends: the hook, the handle, the enclosing operation and the task's innermost scope (the
     /// borrowing scope) and the deadline, each of which may cancel the cell at once.
     @usableFromInline
@@ -179,7 +163,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         deadline: ContinuousClock.Instant?,
         shielded: Bool,
         onCancel: (@Sendable (CancellationReason) -> Void)?
-    ) -> CellWait {
+    ) -> CancellationLinks {
         if onCancel != nil || handle != nil {
             inner.withLock { inner in
                 inner.hook = onCancel
@@ -188,21 +172,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         }
         // The operation the body of `withResourceOperation` runs (if any) resumes this wait when it is cancelled;
         // so does the task's innermost scope when it does not own what the wait is for (the borrowing scope).
-        let operation = shielded ? nil : ResourceOperation.current
-        operation?.add(self)
-        let borrowed = BorrowingScope.join(
-            self, tracked: handle, enclosing: operation, scope: shielded ? nil : ResourceScope.current)
-        var timer: DeadlineTimerID?
-        if let deadline {
-            if deadline <= .now {
-                cancel(.deadlineExceeded(deadline))
-            } else {
-                timer = DeadlineTimers.shared.schedule(at: deadline) { [weak self] in
-                    self?.cancel(.deadlineExceeded(deadline))
-                }
-            }
-        }
-        return CellWait(operation: operation, borrowed: borrowed, timer: timer)
+        return CancellationLinks.link(
+            self, handle: handle, enclosing: shielded ? nil : ResourceOperation.current,
+            scope: shielded ? nil : ResourceScope.current, deadline: deadline)
     }
 
     /// The waiter suspended: start the operation, resume at once (a cancel or a result came first), or finish a

@@ -1,6 +1,7 @@
 // Inlinable, so that the generic shell is specialised where it is called (a query's `[PostgresResult]`): an
 // unspecialised one allocates its result's buffers from the task allocator on every operation (the largest
-// item of an empty operation's profile). Everything it calls is concrete and lives here (`enter`, `leave`).
+// item of an empty operation's profile). Everything it calls is concrete and lives in this module (`enter`,
+// `CancellationLinks`).
 /// Runs one operation of a resource (a query, a request and its reply, a command) so that cancelling it stops
 /// the work it started outside the process, at whichever level the cancel comes from.
 ///
@@ -45,9 +46,8 @@ nonisolated(nonsending) public func withResourceOperation<Result>(
     onCancel: @escaping @Sendable (CancellationReason) -> Void,
     _ body: () async throws -> Result
 ) async throws -> Result {
-    let wait = try ResourceOperation.enter(boundTo: handle, deadline: deadline, onCancel: onCancel)
-    let operation = wait.operation
-    defer { wait.leave(handle: handle) }
+    let (operation, links) = try ResourceOperation.enter(boundTo: handle, deadline: deadline, onCancel: onCancel)
+    defer { links.leave(operation, handle: handle) }
     do {
         let value = try await ResourceOperation.currentLocal.withValue(operation) {
             try await withTaskCancellationHandler {
@@ -66,32 +66,14 @@ nonisolated(nonsending) public func withResourceOperation<Result>(
 }
 
 extension ResourceOperation {
-    /// What an operation joined, undone when it ends: the enclosing operation, the borrowing scope, a deadline
-    /// timer.
-    @usableFromInline
-    struct OperationWait {
-        @usableFromInline let operation: ResourceOperation
-        let parent: ResourceOperation?
-        let borrowed: ResourceScope?
-        let timer: DeadlineTimerID?
-
-        @usableFromInline
-        func leave(handle: ResourceHandle?) {
-            if let timer { DeadlineTimers.shared.cancel(timer) }
-            handle?.untrack(operation)
-            parent?.remove(operation)
-            borrowed?.leave(operation)
-        }
-    }
-
-    /// The checkpoint (the task, the handle, `deadline`), then a new operation joined to the enclosing one, the
-    /// handle and the borrowing scope, with its deadline's timer.
+    /// The checkpoint (the task, the handle, `deadline`), then a new operation linked to the enclosing one, the
+    /// handle, the borrowing scope and its deadline's timer.
     @usableFromInline
     static func enter(
         boundTo handle: ResourceHandle?,
         deadline: ContinuousClock.Instant?,
         onCancel: @escaping @Sendable (CancellationReason) -> Void
-    ) throws -> OperationWait {
+    ) throws -> (ResourceOperation, CancellationLinks) {
         try handle?.checkCancellation()
         try Task.checkCancellation()
         if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
@@ -101,14 +83,8 @@ extension ResourceOperation {
         let operation = ResourceOperation(
             onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline, scope?.deadline),
             scope: scope)
-        parent?.add(operation)
-        let borrowed = BorrowingScope.join(operation, tracked: handle, enclosing: parent, scope: scope)
-        var timer: DeadlineTimerID?
-        if let deadline {
-            timer = DeadlineTimers.shared.schedule(at: deadline) { [weak operation] in
-                operation?.cancel(.deadlineExceeded(deadline))
-            }
-        }
-        return OperationWait(operation: operation, parent: parent, borrowed: borrowed, timer: timer)
+        let links = CancellationLinks.link(
+            operation, handle: handle, enclosing: parent, scope: scope, deadline: deadline)
+        return (operation, links)
     }
 }
