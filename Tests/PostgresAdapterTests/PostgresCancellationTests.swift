@@ -1,6 +1,7 @@
 import Foundation
 import PostgresTestSupport
 import ResourceKit
+import ResourceKitIO
 import ResourceKitTesting
 import TestSupport
 import Testing
@@ -11,18 +12,19 @@ import PostgresActivity
 /// The cancellation scenarios that mature Postgres clients test (numbered as in the other suites), against a real
 /// server.
 @Suite struct PostgresCancellationTests {
-    /// Scenarios 1, 2, 3: cancel `pg_sleep(20)` mid-query for every API; `CancellationError` and the backend no
+    /// Scenarios 1, 2, 3: cancel `pg_sleep(20)` mid-query for every API, from the cooperative pool and from a task
+    /// on the reactor's thread (it prefers the reactor as its executor); `CancellationError` and the backend no
     /// longer active promptly (`TimingBound.singleShot`: a broken path waits 20 s), and `SELECT 1` works on the
     /// same connection afterwards.
-    @Test(arguments: ["execute", "query", "stream"])
-    func cancelRunningSleepForEveryAPI(api: String) async throws {
+    @Test(arguments: ["execute", "query", "stream"], [false, true])
+    func cancelRunningSleepForEveryAPI(api: String, onReactor: Bool) async throws {
         let conninfo = try await TestDatabase.conninfo()
         let registry = ResourceRegistry()
         try await withResourceScope("pg", registry: registry) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let pid = try #require(connection.backendPID)
-            let task = Task {
+            let task = Task(executorPreference: onReactor ? IOReactor.shared : nil) {
                 switch api {
                 case "execute": try await connection.execute("SELECT pg_sleep(20)")
                 case "query": _ = try await connection.query("SELECT pg_sleep($1)", [20.0])

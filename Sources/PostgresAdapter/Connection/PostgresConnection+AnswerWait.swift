@@ -13,7 +13,8 @@ extension PostgresConnection {
     /// local server usually answers a lone short query within it, and parking on the reactor costs two thread
     /// wake-ups. Under load it parks at once: with other queries in flight, a look would hold a cooperative thread
     /// that their results need, and burn CPU that the server needs (the bench's 64-task row). Only a caller's own
-    /// operation looks again; a drain parks at once.
+    /// operation looks again; a drain parks at once, and so does a task running on the reactor's own thread (it
+    /// prefers the reactor as its executor), where a look would hold back every other readiness event.
     ///
     /// Cancellation: the wait is bound to the connection's handle (and the caller's operation); a look in
     /// progress stops at the task's or the handle's cancellation and parks, which then returns at once.
@@ -26,17 +27,26 @@ extension PostgresConnection {
         let handle = self.handle
         let first = !lookedAgain
         lookedAgain = true
-        guard first, bindToCaller else {
-            try await reactor.wait(for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline)
-            return
-        }
-        if !Self.othersAreBusy || Self.answerLook == .always,
+        let look = Self.looksAgain(
+            firstWait: first, callersOwn: bindToCaller, onReactorThread: reactor.isCurrentThread,
+            othersAreBusy: Self.othersAreBusy, policy: Self.answerLook)
+        if look,
             Self.becomesReadable(
                 socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
         {
             return
         }
-        try await reactor.wait(for: socket, .readable, boundTo: handle, deadline: deadline)
+        try await reactor.wait(for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline)
+    }
+
+    /// Whether a wait looks at the socket before parking: only a caller's own first wait for a query, never on the
+    /// reactor's thread (a look there would hold back every readiness event of the process), and, by default, only
+    /// when no other query is in flight or about to be.
+    static func looksAgain(
+        firstWait: Bool, callersOwn: Bool, onReactorThread: Bool, othersAreBusy: Bool, policy: AnswerLook
+    ) -> Bool {
+        guard firstWait, callersOwn, !onReactorThread else { return false }
+        return !othersAreBusy || policy == .always
     }
 
     /// How long a lone query's first wait for its answer polls the socket before parking on the reactor. The

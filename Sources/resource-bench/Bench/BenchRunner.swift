@@ -104,7 +104,8 @@ enum Bench {
                 }
 
                 progress.step("concurrency, COPY and pipelines")
-                // The sweep: 16, 64 and 256 tasks over the same pool of 16, each beside the same threads.
+                // The sweep: 16, 64 and 256 tasks over the same pool of 16 (and 64 and 256 that prefer the reactor
+                // as their executor), each beside the same threads.
                 for concurrency in try await BulkBench.concurrency(
                     queries: quick ? 6_400 : 64_000, batches: quick ? 2 : 5, conninfo: conninfo)
                 {

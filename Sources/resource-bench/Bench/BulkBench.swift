@@ -19,25 +19,31 @@ enum BulkBench {
     /// One task count's figures beside the reference measured in the same batches.
     struct Concurrency {
         let tasks: Int
+        /// The tasks prefer the reactor as their executor (they run on its thread).
+        let onReactor: Bool
         var oursQPS: Samples
         var oursCPU: Samples
         var rawQPS = Samples("16 threads, blocking libpq loop each", unit: "qps")
         var rawCPU = Samples("CPU per query, 16 blocking libpq threads", unit: "us")
 
-        init(tasks: Int) {
+        init(tasks: Int, onReactor: Bool = false) {
             self.tasks = tasks
-            oursQPS = Samples("\(tasks) tasks over a pool of 16: SELECT $1::int", unit: "qps")
-            oursCPU = Samples("CPU per query, \(tasks) tasks over a pool of 16", unit: "us")
+            self.onReactor = onReactor
+            let whose = onReactor ? " on the reactor executor" : ""
+            oursQPS = Samples("\(tasks) tasks\(whose) over a pool of 16: SELECT $1::int", unit: "qps")
+            oursCPU = Samples("CPU per query, \(tasks) tasks\(whose) over a pool of 16", unit: "us")
         }
     }
 
     /// `batches` rounds, interleaved: for each task count of `sweep` (each task count's tasks share 16 pooled
-    /// connections), ours, then the reference once (16 threads, one blocking connection each); each run makes
-    /// `queries` queries in all. Every task count's row is compared with the reference runs of its own batches.
+    /// connections), ours, then for each count of `onReactor` the same with tasks that prefer the reactor as their
+    /// executor, then the reference once (16 threads, one blocking connection each); each run makes `queries`
+    /// queries in all. Every row is compared with the reference runs of its own batches.
     static func concurrency(
-        queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], conninfo: String
+        queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256], conninfo: String
     ) async throws -> [Concurrency] {
-        var figures = sweep.map(Concurrency.init(tasks:))
+        var figures =
+            sweep.map { Concurrency(tasks: $0) } + onReactor.map { Concurrency(tasks: $0, onReactor: true) }
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
         // Warm: every pooled connection open.
@@ -50,7 +56,9 @@ enum BulkBench {
         for _ in 0..<batches {
             for index in figures.indices {
                 let (qps, cpu) = try await measure(queries: queries) {
-                    try await poolLoad(pool, tasks: figures[index].tasks, queries: queries)
+                    try await poolLoad(
+                        pool, tasks: figures[index].tasks, queries: queries,
+                        executor: figures[index].onReactor ? IOReactor.shared : nil)
                 }
                 figures[index].oursQPS.values.append(qps)
                 figures[index].oursCPU.values.append(cpu)
@@ -75,11 +83,13 @@ enum BulkBench {
         return figures
     }
 
-    /// `tasks` tasks sharing the pool, `queries` queries in all.
-    static func poolLoad(_ pool: PostgresPool, tasks: Int, queries: Int) async throws {
+    /// `tasks` tasks sharing the pool, `queries` queries in all; the tasks prefer `executor` when one is given.
+    static func poolLoad(
+        _ pool: PostgresPool, tasks: Int, queries: Int, executor: (any TaskExecutor)? = nil
+    ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<tasks {
-                group.addTask {
+                group.addTask(executorPreference: executor) {
                     for index in 0..<(queries / tasks) {
                         _ = try await pool.withConnection {
                             try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
