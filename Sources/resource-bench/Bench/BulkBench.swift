@@ -83,18 +83,24 @@ enum BulkBench {
         return figures
     }
 
-    /// `tasks` tasks sharing the pool, `queries` queries in all; the tasks prefer `executor` when one is given.
+    /// `tasks` tasks sharing the pool, `queries` queries in all; the tasks prefer `executor` when one is given
+    /// (without one they are added as plain child tasks, exactly as before the executor rows existed).
     static func poolLoad(
         _ pool: PostgresPool, tasks: Int, queries: Int, executor: (any TaskExecutor)? = nil
     ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<tasks {
-                group.addTask(executorPreference: executor) {
+                let work: @Sendable () async throws -> Void = {
                     for index in 0..<(queries / tasks) {
                         _ = try await pool.withConnection {
                             try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
                         }
                     }
+                }
+                if let executor {
+                    group.addTask(executorPreference: executor, operation: work)
+                } else {
+                    group.addTask(operation: work)
                 }
             }
             try await group.waitForAll()
