@@ -14,7 +14,8 @@ import Testing
 /// Cancellation at random points, many times over, then a check that nothing leaked and nothing was
 /// left in an unknown state.
 @Suite(.serialized) struct RandomCancellationTests {
-    /// Postgres queries over a pool, each cancelled before it was sent, in flight, or after it completed.
+    /// Postgres queries over a pool, each cancelled before it was sent, in flight, or after it completed; every
+    /// other round of the three from a task on the reactor's thread (it prefers the reactor as its executor).
     /// Afterwards: no stray 57014 on follow-up queries, no leaked descriptors, backends or registry entries.
     @Test func postgresQueriesCancelledAtRandomPoints() async throws {
         let conninfo = try await TestDatabase.conninfo()
@@ -98,7 +99,7 @@ import Testing
 
     static func oneQuery(_ iteration: Int, pool: PostgresPool, counts: Locked<ReliabilityCounts>) async {
         let mode = iteration % 3
-        let task = Task {
+        let task = Task(executorPreference: (iteration / 3) % 2 == 1 ? IOReactor.shared : nil) {
             try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.001), $1::int", [iteration]) }
         }
         switch mode {
@@ -126,7 +127,8 @@ import Testing
         }
     }
 
-    /// Socket reads cancelled at random points over a set of live connections; some complete with data.
+    /// Socket reads cancelled at random points over a set of live connections; some complete with data. Every
+    /// other round over the connections reads from a task on the reactor's thread.
     @Test func socketReadsCancelledAtRandomPoints() async throws {
         let total = ReliabilityLevel.iterations(short: 5_000, long: 100_000)
         try await exclusively {
@@ -154,7 +156,10 @@ import Testing
                 }
                 for iteration in 0..<total {
                     let (client, server) = pairs[iteration % pairs.count]
-                    let task = Task { try await client.read(upTo: 16) }
+                    let onReactor = (iteration / pairs.count) % 2 == 1
+                    let task = Task(executorPreference: onReactor ? IOReactor.shared : nil) {
+                        try await client.read(upTo: 16)
+                    }
                     switch Int.random(in: 0..<4) {
                     case 0: task.cancel()
                     case 1:
