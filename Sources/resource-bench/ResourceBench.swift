@@ -18,6 +18,8 @@ struct ResourceBench {
         let work = Task<Int32, Never> {
             do {
                 return try await BenchCommand.run(arguments)
+            } catch let error as UsageError {
+                return CommandLineEntry.usage(error)  // 2, as for a flag the parser refused
             } catch {
                 if Task.isCancelled { return 0 }
                 Console.error("resource-bench: \(error)")
@@ -33,15 +35,27 @@ struct ResourceBench {
 /// The benchmark's flags (the same as `resource-demo bench`'s).
 enum BenchCommand: DemoCommand {
     static let name = "bench"
-    static let usage = "resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]"
+    static let usage = """
+        resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
+               resource-bench --load TASKS [--on-reactor] [--quick] [--postgres URL]
+        """
     static let details = """
           Cancel-to-return latencies and throughput beside their references. Build with -c release.
           --core: only the core's figures (reads, scope overhead, scale); no Postgres.
           --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
+          --load: only the sweep's load, once: TASKS tasks over a pool of 16, 64,000 SELECT $1::int in all
+            (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor.
         """
-    static let valueFlags: Set<String> = ["--postgres", "--report"]
-    static let switchFlags: Set<String> = ["--quick", "--core", "--json"]
+    static let valueFlags: Set<String> = ["--postgres", "--report", "--load"]
+    static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
+        if let tasks = try arguments.integer("--load", in: 1...10_000) {
+            try await Bench.load(
+                tasks: tasks, onReactor: arguments.has("--on-reactor"), quick: arguments.has("--quick"),
+                postgres: arguments.value("--postgres"))
+            return 0
+        }
+        if arguments.has("--on-reactor") { throw UsageError("--on-reactor goes with --load TASKS") }
         try await Bench.run(
             quick: arguments.has("--quick"), core: arguments.has("--core"), json: arguments.has("--json"),
             postgres: arguments.value("--postgres"), report: arguments.value("--report")

@@ -46,13 +46,7 @@ enum BulkBench {
             sweep.map { Concurrency(tasks: $0) } + onReactor.map { Concurrency(tasks: $0, onReactor: true) }
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
-        // Warm: every pooled connection open.
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<16 {
-                group.addTask { _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.05)") } }
-            }
-            try await group.waitForAll()
-        }
+        try await warm(pool, connections: 16)
         for _ in 0..<batches {
             for index in figures.indices {
                 let (qps, cpu) = try await measure(queries: queries) {
@@ -81,6 +75,16 @@ enum BulkBench {
         }
         await pool.shutdown()
         return figures
+    }
+
+    /// Opens `connections` of the pool's connections (each holds one for 50 ms, all at once).
+    static func warm(_ pool: PostgresPool, connections: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<connections {
+                group.addTask { _ = try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.05)") } }
+            }
+            try await group.waitForAll()
+        }
     }
 
     /// `tasks` tasks sharing the pool, `queries` queries in all; the tasks prefer `executor` when one is given
