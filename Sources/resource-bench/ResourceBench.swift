@@ -37,25 +37,29 @@ enum BenchCommand: DemoCommand {
     static let name = "bench"
     static let usage = """
         resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
-               resource-bench --load TASKS [--on-reactor] [--quick] [--postgres URL]
+               resource-bench --load TASKS [--on-reactor [--reactors N]] [--quick] [--postgres URL]
         """
     static let details = """
           Cancel-to-return latencies and throughput beside their references. Build with -c release.
           --core: only the core's figures (reads, scope overhead, scale); no Postgres.
           --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
           --load: only the sweep's load, once: TASKS tasks over a pool of 16, 64,000 SELECT $1::int in all
-            (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor.
+            (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor;
+            --reactors N (1 to 4): N reactors, each with its own pool of 16/N connections and its share of the tasks.
         """
-    static let valueFlags: Set<String> = ["--postgres", "--report", "--load"]
+    static let valueFlags: Set<String> = ["--postgres", "--report", "--load", "--reactors"]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
         if let tasks = try arguments.integer("--load", in: 1...10_000) {
             try await Bench.load(
-                tasks: tasks, onReactor: arguments.has("--on-reactor"), quick: arguments.has("--quick"),
+                tasks: tasks, onReactor: arguments.has("--on-reactor"),
+                reactors: try arguments.integer("--reactors", in: 1...4) ?? 1, quick: arguments.has("--quick"),
                 postgres: arguments.value("--postgres"))
             return 0
         }
-        if arguments.has("--on-reactor") { throw UsageError("--on-reactor goes with --load TASKS") }
+        if arguments.has("--on-reactor") || arguments.value("--reactors") != nil {
+            throw UsageError("--on-reactor and --reactors go with --load TASKS")
+        }
         try await Bench.run(
             quick: arguments.has("--quick"), core: arguments.has("--core"), json: arguments.has("--json"),
             postgres: arguments.value("--postgres"), report: arguments.value("--report")

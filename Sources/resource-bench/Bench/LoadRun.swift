@@ -1,3 +1,4 @@
+import DemoCommandLine
 import DemoRuntime
 import Foundation
 import PostgresAdapter
@@ -5,35 +6,55 @@ import ResourceKit
 import ResourceKitIO
 
 extension Bench {
-    /// `resource-bench --load TASKS [--on-reactor]`: the sweep's load alone, once (`tasks` tasks over a pool of 16,
-    /// 64,000 `SELECT $1::int` in all, 6,400 when `quick`), so that `perf stat` can count what one load costs:
+    /// `resource-bench --load TASKS [--on-reactor [--reactors N]]`: the sweep's load alone, once (`tasks` tasks over
+    /// 16 pooled connections, 64,000 `SELECT $1::int` in all, 6,400 when `quick`), so that `perf stat` can count
+    /// what one load costs:
     ///
     /// ```
     /// perf stat -e context-switches,task-clock .build/release/resource-bench --load 64 --on-reactor --postgres URL
     /// ```
     ///
-    /// Prints one line: q/s and this process's CPU per query over the load (the pool's connects and warm-up, which
+    /// With `reactors` above 1 the load is sharded: that many reactors (the shared one and new ones), each with its
+    /// own pool of 16 / `reactors` connections and `tasks` / `reactors` tasks that prefer it as their executor.
+    ///
+    /// Prints one line: q/s and this process's CPU per query over the load (the pools' connects and warm-up, which
     /// `perf stat` also counts, are outside it). Without `--postgres` (or `DATABASE_URL`) it starts a throwaway
     /// cluster first, which `perf stat` then counts too.
-    static func load(tasks: Int, onReactor: Bool, quick: Bool, postgres: String?) async throws {
+    static func load(tasks: Int, onReactor: Bool, reactors: Int, quick: Bool, postgres: String?) async throws {
+        guard reactors == 1 || onReactor else { throw UsageError("--reactors goes with --on-reactor") }
+        guard tasks % reactors == 0 else { throw UsageError("--load: give a number of tasks that --reactors divides") }
         let queries = quick ? 6_400 : 64_000
+        let extra = (1..<reactors).map { IOReactor(name: "rk.reactor.\($0)") }
+        defer { for reactor in extra { reactor.shutdown() } }
+        let executors = [IOReactor.shared] + extra
         try await PostgresTarget.with(postgres, quiet: true) { conninfo in
-            let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
+            let pools = try executors.map {
+                try PostgresPool(
+                    conninfo: conninfo, maxConnections: 16 / reactors, registry: ResourceRegistry(), reactor: $0)
+            }
             do {
-                try await BulkBench.warm(pool, connections: 16)
+                for pool in pools { try await BulkBench.warm(pool, connections: 16 / reactors) }
                 let (qps, cpu) = try await BulkBench.measure(queries: queries) {
-                    try await BulkBench.poolLoad(
-                        pool, tasks: tasks, queries: queries, executor: onReactor ? IOReactor.shared : nil)
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        for (pool, reactor) in zip(pools, executors) {
+                            group.addTask {
+                                try await BulkBench.poolLoad(
+                                    pool, tasks: tasks / reactors, queries: queries / reactors,
+                                    executor: onReactor ? reactor : nil)
+                            }
+                        }
+                        try await group.waitForAll()
+                    }
                 }
-                let whose = onReactor ? " on the reactor executor" : ""
-                let figures = String(format: "%.0f q/s, %.1f us of CPU per query", qps, cpu)
+                let whose = !onReactor ? "" : reactors == 1 ? " on the reactor executor" : " on \(reactors) reactors"
                 let noun = tasks == 1 ? "task" : "tasks"
-                Console.line("\(tasks) \(noun)\(whose) over a pool of 16: \(queries) queries, \(figures)")
+                let figures = String(format: "%.0f q/s, %.1f us of CPU per query", qps, cpu)
+                Console.line("\(tasks) \(noun)\(whose) over 16 pooled connections: \(queries) queries, \(figures)")
             } catch {
-                await pool.shutdown()
+                for pool in pools { await pool.shutdown() }
                 throw error
             }
-            await pool.shutdown()
+            for pool in pools { await pool.shutdown() }
         }
     }
 }
