@@ -45,7 +45,7 @@ enum BenchCommand: DemoCommand {
           --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
           --load: only the sweep's load, once: TASKS tasks over a pool of 16, 64,000 SELECT $1::int in all
             (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor;
-            --reactors N (1 to 4): N reactors, each with its own pool of 16/N connections and its share of the tasks.
+            --reactors N (1, 2 or 4): N reactors, each with its own pool of 16/N connections and its share of the tasks.
         """
     static let valueFlags: Set<String> = ["--postgres", "--report", "--load", "--reactors"]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor"]

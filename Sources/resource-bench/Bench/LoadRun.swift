@@ -7,8 +7,8 @@ import ResourceKitIO
 
 extension Bench {
     /// `resource-bench --load TASKS [--on-reactor [--reactors N]]`: the sweep's load alone, once (`tasks` tasks over
-    /// 16 pooled connections, 64,000 `SELECT $1::int` in all, 6,400 when `quick`), so that `perf stat` can count
-    /// what one load costs:
+    /// 16 pooled connections, 64,000 `SELECT $1::int` in all, 6,400 when `quick`, rounded down to a multiple of
+    /// `tasks`), so that `perf stat` can count what one load costs:
     ///
     /// ```
     /// perf stat -e context-switches,task-clock .build/release/resource-bench --load 64 --on-reactor --postgres URL
@@ -22,8 +22,12 @@ extension Bench {
     /// cluster first, which `perf stat` then counts too.
     static func load(tasks: Int, onReactor: Bool, reactors: Int, quick: Bool, postgres: String?) async throws {
         guard reactors == 1 || onReactor else { throw UsageError("--reactors goes with --on-reactor") }
+        guard 16 % reactors == 0 else { throw UsageError("--reactors: give 1, 2 or 4 (they share 16 connections)") }
         guard tasks % reactors == 0 else { throw UsageError("--load: give a number of tasks that --reactors divides") }
-        let queries = quick ? 6_400 : 64_000
+        // Every task makes the same number of queries, so the total is what is measured, not a rounded target.
+        let perTask = (quick ? 6_400 : 64_000) / tasks
+        guard perTask > 0 else { throw UsageError("--load: at most \(quick ? 6_400 : 64_000) tasks") }
+        let queries = perTask * tasks
         let extra = (1..<reactors).map { IOReactor(name: "rk.reactor.\($0)") }
         defer { for reactor in extra { reactor.shutdown() } }
         let executors = [IOReactor.shared] + extra
