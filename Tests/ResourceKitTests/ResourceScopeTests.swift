@@ -280,6 +280,31 @@ import ResourceKitObservation
         }
     }
 
+    /// Counters are kept per kind *name* (registries count by the name's number): two kind values of one name
+    /// share a tally, and the first kind of a name seen stays the one the registry lists.
+    @Test func kindsOfOneNameShareTheirCounters() async throws {
+        let registry = ResourceRegistry()
+        let first = ResourceKind(name: "test.shared-name", closeTimeout: .seconds(3))
+        let second = ResourceKind(name: "test.shared-name", closeTimeout: .seconds(4))
+        let other = ResourceKind(name: "test.other-name")
+        let log = CloseLog()
+        try await withResourceScope("kinds", registry: registry) { scope in
+            try await scope.register(RecordingResource("a", log: log), kind: first, label: "a")
+            try await scope.register(RecordingResource("b", log: log), kind: second, label: "b")
+            let c = try await scope.register(RecordingResource("c", log: log), kind: other, label: "c")
+            c.cancel()
+        }
+        let reading = registry.reading()
+        #expect(reading.tallies["test.shared-name"]?.acquired == 2)
+        #expect(reading.tallies["test.shared-name"]?.closed == 2)
+        #expect(reading.tallies["test.shared-name"]?.cancelled == 0)
+        #expect(reading.tallies["test.other-name"]?.acquired == 1)
+        #expect(reading.tallies["test.other-name"]?.cancelled == 1)
+        #expect(reading.kinds.map(\.name) == ["test.other-name", "test.shared-name"])
+        #expect(registry.kind(named: "test.shared-name")?.closeTimeout == .seconds(3))
+        #expect(registry.kind(named: "test.never-made") == nil)
+    }
+
     @MainActor @Test func bodyRunsOnTheCallersActorAndReturnsNonSendable() async throws {
         final class NotSendable { var value = 1 }
         let registry = ResourceRegistry()

@@ -14,15 +14,31 @@ public final class ResourceRegistry: Sendable {
 
     private struct Entry {
         var handleInfo: ResourceInfo
-        var object: ObjectIdentifier
         var cancellation: CancellationReason?
     }
 
     private struct State {
-        var kinds: [String: ResourceKind] = [:]
-        var live: [ResourceID: Entry] = [:]
-        var byObject: [ObjectIdentifier: ResourceID] = [:]
-        var counters: [String: KindTally] = [:]
+        /// By ``ResourceKind/index``: the kinds this registry has seen, and their counters.
+        var kinds: [ResourceKind?] = []
+        var counters: [KindTally] = []
+        /// By the resource object: one table finds a live resource and refuses a second registration of it.
+        var live: [ObjectIdentifier: Entry] = [:]
+
+        /// Removes the entry of `id`'s resource (never a different registration of the same object).
+        mutating func remove(_ object: ObjectIdentifier, id: ResourceID) {
+            guard let entry = live.removeValue(forKey: object) else { return }
+            if entry.handleInfo.id != id { live[object] = entry }  // a later registration of the object: keep it
+        }
+
+        /// Makes room for `kind` and notes it (the first kind of a name stays, as registered).
+        mutating func see(_ kind: ResourceKind) {
+            if kind.index >= kinds.count {
+                let missing = kind.index + 1 - kinds.count
+                kinds.append(contentsOf: repeatElement(nil, count: missing))
+                counters.append(contentsOf: repeatElement(KindTally(), count: missing))
+            }
+            if kinds[kind.index] == nil { kinds[kind.index] = kind }
+        }
     }
 
     private let state = Locked(State())
@@ -69,14 +85,15 @@ public final class ResourceRegistry: Sendable {
     /// kind implicitly; an explicit call makes the kind visible in snapshots before its first resource.
     public func registerKind(_ kind: ResourceKind) {
         state.withLock { state in
-            state.kinds[kind.name] = kind
-            if state.counters[kind.name] == nil { state.counters[kind.name] = .init() }
+            state.see(kind)
+            state.kinds[kind.index] = kind
         }
     }
 
     /// The kind registered under `name`, if any.
     func kind(named name: String) -> ResourceKind? {
-        state.withLock { $0.kinds[name] }
+        guard let index = KindNames.existingIndex(of: name) else { return nil }
+        return state.withLock { $0.kinds.indices.contains(index) ? $0.kinds[index] : nil }
     }
 
     // MARK: registration
@@ -104,11 +121,10 @@ public final class ResourceRegistry: Sendable {
         )
         let info = handle.info
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in
-            if state.byObject[object] != nil { return (true, state.live.count) }
-            if state.kinds[kind.name] == nil { state.kinds[kind.name] = kind }
-            state.live[handle.id] = Entry(handleInfo: info, object: object)
-            state.byObject[object] = handle.id
-            state.counters[kind.name, default: .init()].acquired += 1
+            if state.live[object] != nil { return (true, state.live.count) }
+            state.see(kind)
+            state.live[object] = Entry(handleInfo: info)
+            state.counters[kind.index].acquired += 1
             return (false, state.live.count)
         }
         liveCounts.yield(live)
@@ -148,8 +164,11 @@ public final class ResourceRegistry: Sendable {
         let (live, tallies, kinds) = state.withLock { state in
             (
                 state.live.values.map { RegistryReading.Live(info: $0.handleInfo, cancellation: $0.cancellation) },
-                state.counters,
-                state.kinds.values.sorted { $0.name < $1.name }
+                Dictionary(
+                    uniqueKeysWithValues: state.kinds.indices.compactMap { index in
+                        state.kinds[index].map { ($0.name, state.counters[index]) }
+                    }),
+                state.kinds.compactMap { $0 }.sorted { $0.name < $1.name }
             )
         }
         return RegistryReading(
@@ -166,18 +185,22 @@ public final class ResourceRegistry: Sendable {
 
     func didRequestCancel(_ handle: ResourceHandle, reason: CancellationReason) {
         state.withLock { state in
-            state.live[handle.id]?.cancellation = reason
-            state.counters[handle.kind.name, default: .init()].cancelled += 1
+            if let index = state.live.index(forKey: handle.object),
+                state.live.values[index].handleInfo.id == handle.id
+            {
+                state.live.values[index].cancellation = reason
+            }
+            state.see(handle.kind)
+            state.counters[handle.kind.index].cancelled += 1
         }
         publish(ResourceEvent(resource: handle.info, what: .cancelRequested(reason), at: .now))
     }
 
     func didClose(_ handle: ResourceHandle, outcome: CloseOutcome) {
         let live = state.withLock { state -> Int in
-            if let entry = state.live.removeValue(forKey: handle.id) {
-                state.byObject.removeValue(forKey: entry.object)
-            }
-            Self.count(outcome, in: &state.counters[handle.kind.name, default: .init()])
+            state.remove(handle.object, id: handle.id)
+            state.see(handle.kind)
+            Self.count(outcome, in: &state.counters[handle.kind.index])
             return state.live.count
         }
         liveCounts.yield(live)
@@ -213,13 +236,12 @@ public final class ResourceRegistry: Sendable {
         publish(ResourceEvent(resource: handle.info, what: .rejected, at: .now))
     }
 
-    func didLeak(_ info: ResourceInfo, reason: LeakReason) {
+    func didLeak(_ info: ResourceInfo, kind: ResourceKind, object: ObjectIdentifier, reason: LeakReason) {
         let live = state.withLock { state -> Int in
-            if let entry = state.live.removeValue(forKey: info.id) {
-                state.byObject.removeValue(forKey: entry.object)
-            }
-            state.counters[info.kindName, default: .init()].leaked += 1
-            state.counters[info.kindName, default: .init()].leakedByReason[reason, default: 0] += 1
+            state.remove(object, id: info.id)
+            state.see(kind)
+            state.counters[kind.index].leaked += 1
+            state.counters[kind.index].leakedByReason[reason, default: 0] += 1
             return state.live.count
         }
         liveCounts.yield(live)
@@ -230,14 +252,18 @@ public final class ResourceRegistry: Sendable {
     /// reported, but kept live (it is still running and still holds what it holds).
     package func didNotStop(_ handle: ResourceHandle) {
         state.withLock { state in
-            state.counters[handle.kind.name, default: .init()].leaked += 1
-            state.counters[handle.kind.name, default: .init()].leakedByReason[.didNotStopAfterCancel, default: 0] += 1
+            state.see(handle.kind)
+            state.counters[handle.kind.index].leaked += 1
+            state.counters[handle.kind.index].leakedByReason[.didNotStopAfterCancel, default: 0] += 1
         }
         publish(ResourceEvent(resource: handle.info, what: .leaked(.didNotStopAfterCancel), at: .now))
     }
 
     func didReport(_ handle: ResourceHandle, _ name: String) {
-        state.withLock { $0.counters[handle.kind.name, default: .init()].adapterEvents[name, default: 0] += 1 }
+        state.withLock { state in
+            state.see(handle.kind)
+            state.counters[handle.kind.index].adapterEvents[name, default: 0] += 1
+        }
         publish(ResourceEvent(resource: handle.info, what: .adapter(name), at: .now))
     }
 
@@ -252,8 +278,11 @@ public final class ResourceRegistry: Sendable {
         closes.start { _ = await BoundedClose.run(resource, timeout: timeout) }
     }
 
-    func recordCancellationLatency(_ latency: Duration, kind: String) {
-        state.withLock { $0.counters[kind, default: .init()].cancellationLatency.record(latency) }
+    func recordCancellationLatency(_ latency: Duration, kind: ResourceKind) {
+        state.withLock { state in
+            state.see(kind)
+            state.counters[kind.index].cancellationLatency.record(latency)
+        }
     }
 
     private func publish(_ make: @autoclosure () -> ResourceEvent) {

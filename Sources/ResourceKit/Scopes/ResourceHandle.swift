@@ -38,6 +38,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     public let registry: ResourceRegistry
     /// When the resource was registered.
     let acquiredAt: ContinuousClock.Instant
+    /// The resource object's identity: the registry's key for it, kept after the handle lets the resource go.
+    let object: ObjectIdentifier
 
     private struct State {
         var resource: (any ManagedResource)?
@@ -69,6 +71,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.scopePath = scopePath
         self.registry = registry
         self.acquiredAt = .now
+        self.object = ObjectIdentifier(resource)
         self.state = Locked(State(resource: resource, deadline: deadline, owner: owner))
     }
 
@@ -81,7 +84,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             return state.resource
         }
         guard let leaked else { return }
-        registry.didLeak(info, reason: .deinitializedWithoutClose)
+        registry.didLeak(info, kind: kind, object: object, reason: .deinitializedWithoutClose)
         leaked.cancel()
         registry.closeAbandoned(leaked, timeout: kind.closeTimeout)
     }
@@ -203,7 +206,9 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             state.resource = nil
             state.owner = nil
         }
-        registry.didClose(self, outcome: outcome)
+        // The resource lives until the registry forgot it: its object's address is the registry's key, and a new
+        // resource at that address must not be taken for this one.
+        withExtendedLifetime(resource) { registry.didClose(self, outcome: outcome) }
         return outcome
     }
 
@@ -253,7 +258,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     }
 
     func recordCancellationLatency(_ latency: Duration) {
-        registry.recordCancellationLatency(latency, kind: kind.name)
+        registry.recordCancellationLatency(latency, kind: kind)
     }
 }
 

@@ -221,7 +221,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         }
         // Closed by someone else (an adapter, an owner) who has not finished yet: report it.
         for handle in stillClosing.reversed() where handle.phase != .closed {
-            registry.didLeak(handle.info, reason: .unclosedAtScopeEnd)
+            registry.didLeak(handle.info, kind: handle.kind, object: handle.object, reason: .unclosedAtScopeEnd)
         }
         state.withLock { state in
             state.phase = .finished
