@@ -91,6 +91,7 @@ extension PostgresConnection {
     /// otherwise) the statement carries it to the server as its `statement_timeout` (a stream's single-row
     /// statement does not).
     func send(_ sql: String, _ binds: [PostgresBind], singleRow: Bool) throws -> QueryID {
+        try PostgresWireText.check(sql, binds)
         let carry = singleRow ? nil : deadlineToCarry()
         return try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
@@ -100,12 +101,8 @@ extension PostgresConnection {
                 try Self.sendCarried(conn, sql, binds, deadline: carry, &state)
                 return state.machine.sent(mode: .carried(.init(deadline: carry)))
             }
-            let types = binds.map { Oid($0.oid) }
-            let values = binds.map(\.text)
-            let sent = values.withOptionalCStrings { values in
-                types.withUnsafeBufferPointer { types in
-                    PQsendQueryParams(conn, sql, Int32(binds.count), types.baseAddress, values, nil, nil, 0)
-                }
+            let sent = PostgresWireText.withParameters(binds) { types, values in
+                PQsendQueryParams(conn, sql, Int32(binds.count), types, values, nil, nil, 0)
             }
             guard sent == 1 else {
                 let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
@@ -120,7 +117,8 @@ extension PostgresConnection {
 
     /// Sends one statement with the simple query protocol (`COPY` takes no parameters) and returns its id.
     func sendSimple(_ sql: String, mode: WireMode) throws -> QueryID {
-        try state.withLock { state in
+        try PostgresWireText.check(sql, [])
+        return try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
@@ -298,12 +296,4 @@ extension PostgresError {
     /// only ``PostgresConnection/copyOut(_:)`` and ``PostgresConnection/copyIn(_:from:)`` speak.
     static let unsupportedResult = PostgresError(
         .invalidQuery, "a COPY statement needs copyOut or copyIn, not query or execute")
-}
-
-extension Array where Element == String? {
-    func withOptionalCStrings<R>(_ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-        let duplicated = map { $0.map { strdup($0) } ?? nil }
-        defer { duplicated.forEach { free($0) } }
-        return duplicated.map { UnsafePointer($0) }.withUnsafeBufferPointer { body($0.baseAddress) }
-    }
 }

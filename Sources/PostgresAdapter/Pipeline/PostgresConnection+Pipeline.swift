@@ -131,7 +131,8 @@ extension PostgresConnection {
     /// leaves nothing behind in the session). A refused statement breaks the connection (queued items cannot
     /// be taken back).
     private func sendPipeline(_ statements: [PostgresStatement]) throws -> (QueryID, [PipelineItem]) {
-        try state.withLock { state in
+        for statement in statements { try PostgresWireText.check(statement.sql, statement.binds) }
+        return try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
@@ -141,40 +142,34 @@ extension PostgresConnection {
             var plan: [PipelineItem] = []
             plan.reserveCapacity(statements.count + 1)
             for (index, statement) in statements.enumerated() {
-                let types = statement.binds.map { Oid($0.oid) }
-                let values = statement.binds.map(\.text)
                 func same(_ other: Int) -> Bool {
                     other >= 0 && other < statements.count && statements[other].sql == statement.sql
                         && statements[other].binds.map(\.oid) == statement.binds.map(\.oid)
                 }
                 let startsRun = same(index + 1) && !same(index - 1)
                 let inRun = startsRun || same(index - 1)
-                if startsRun {
-                    let prepared = types.withUnsafeBufferPointer { types in
-                        PQsendPrepare(conn, "", statement.sql, Int32(statement.binds.count), types.baseAddress)
+                let count = Int32(statement.binds.count)
+                try PostgresWireText.withParameters(statement.binds) { types, values in
+                    if startsRun {
+                        guard PQsendPrepare(conn, "", statement.sql, count, types) == 1 else {
+                            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                            state.machine.lost()
+                            throw PostgresError(
+                                PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+                        }
+                        plan.append(.prepare)
                     }
-                    guard prepared == 1 else {
+                    let queued =
+                        inRun
+                        ? PQsendQueryPrepared(conn, "", count, values, nil, nil, 0)
+                        : PQsendQueryParams(conn, statement.sql, count, types, values, nil, nil, 0)
+                    plan.append(.statement)
+                    guard queued == 1 else {
                         let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                        // Queued but unsent statements cannot be taken back: the connection's state is unknown.
                         state.machine.lost()
                         throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
                     }
-                    plan.append(.prepare)
-                }
-                let queued = values.withOptionalCStrings { values in
-                    if inRun {
-                        return PQsendQueryPrepared(conn, "", Int32(statement.binds.count), values, nil, nil, 0)
-                    }
-                    return types.withUnsafeBufferPointer { types in
-                        PQsendQueryParams(
-                            conn, statement.sql, Int32(statement.binds.count), types.baseAddress, values, nil, nil, 0)
-                    }
-                }
-                plan.append(.statement)
-                guard queued == 1 else {
-                    let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
-                    // Queued but unsent statements cannot be taken back: the connection's state is unknown.
-                    state.machine.lost()
-                    throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
                 }
             }
             guard PQpipelineSync(conn) == 1 else {

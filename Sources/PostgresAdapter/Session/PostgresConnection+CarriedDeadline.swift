@@ -51,11 +51,8 @@ extension PostgresConnection {
             throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
         }
         func queue(_ sql: String, _ binds: [PostgresBind]) -> Bool {
-            let types = binds.map { Oid($0.oid) }
-            return binds.map(\.text).withOptionalCStrings { values in
-                types.withUnsafeBufferPointer { types in
-                    PQsendQueryParams(conn, sql, Int32(binds.count), types.baseAddress, values, nil, nil, 0)
-                }
+            PostgresWireText.withParameters(binds) { types, values in
+                PQsendQueryParams(conn, sql, Int32(binds.count), types, values, nil, nil, 0)
             } == 1
         }
         guard queue(carryPrelude, [Int64(milliseconds).postgresBind]), queue(sql, binds), queue(carryEpilogue, []),
