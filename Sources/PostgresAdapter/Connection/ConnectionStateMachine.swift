@@ -1,3 +1,5 @@
+import ResourceKit
+
 /// The lifecycle of one Postgres connection as a value: which query is on the wire, whether a cancel may be
 /// sent and for which query, whose `57014` a result is, and what must happen before the next query may start.
 ///
@@ -80,8 +82,9 @@ struct ConnectionStateMachine: Sendable, Equatable {
         let query: QueryID
         /// Sent and not finished yet.
         var inFlight: Int
-        /// When the first went out: resends stop at the connection's `cancelTimeout` after it.
-        let firstAt: ContinuousClock.Instant
+        /// When the first went out: resends stop at the connection's `cancelTimeout` after it. Kept in a
+        /// fixed-layout form (`StoredInstant`), so that the machine is copied and read as plain words.
+        let firstAt: StoredInstant
         /// How many were sent again because the query stayed unanswered.
         var resends: Int
     }
@@ -285,7 +288,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
             cancels = current
             return .send(id)
         }
-        cancels = Cancels(query: id, inFlight: 1, firstAt: now, resends: 0)
+        cancels = Cancels(query: id, inFlight: 1, firstAt: StoredInstant(now), resends: 0)
         return .send(id)
     }
 
@@ -307,7 +310,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// flight for it), and what it is based on.
     func resendBasis(_ id: QueryID) -> ResendBasis? {
         guard queryOnWire == id, let cancels, cancels.query == id, cancels.inFlight == 0 else { return nil }
-        return ResendBasis(firstAt: cancels.firstAt, resends: cancels.resends)
+        return ResendBasis(firstAt: cancels.firstAt.instant, resends: cancels.resends)
     }
 
     // MARK: failures and the end
@@ -335,7 +338,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
         usability = .closed
         if let onWire, cancels?.query != onWire {
             // Cancels in flight always belong to the query on the wire (a query is sent only when none are).
-            cancels = Cancels(query: onWire, inFlight: cancelsInFlight + 1, firstAt: now, resends: 0)
+            cancels = Cancels(query: onWire, inFlight: cancelsInFlight + 1, firstAt: StoredInstant(now), resends: 0)
             return .cancelThenFinish(onWire)
         }
         return pendingCancel ? .settleThenFinish : .finish

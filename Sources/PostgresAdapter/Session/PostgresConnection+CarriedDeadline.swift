@@ -135,9 +135,16 @@ extension ConnectionStateMachine {
 
         var stage: Stage = .prelude
         /// The deadline that was carried.
-        let deadline: ContinuousClock.Instant
+        var deadline: ContinuousClock.Instant { storedDeadline.instant }
+        /// Kept in a fixed-layout form (`StoredInstant`), as the machine holds it.
+        let storedDeadline: StoredInstant
         /// Whether the carried timeout is the one in force (the session's own was not shorter): a
         /// `statement_timeout` error is then the deadline's.
         var inForce = false
+
+        init(deadline: ContinuousClock.Instant, inForce: Bool = false) {
+            self.storedDeadline = StoredInstant(deadline)
+            self.inForce = inForce
+        }
     }
 }

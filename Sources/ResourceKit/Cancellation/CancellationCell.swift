@@ -207,7 +207,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         guard let handle else { return }
         let requested = inner.withLock { $0.cancelRequestedAt }
         if let requested {
-            handle.recordCancellationLatency(ContinuousClock.now - requested)
+            handle.recordCancellationLatency(StoredInstant.now - requested)
         }
     }
 }
@@ -217,7 +217,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 struct CancellationCellState {
     var machine = CancellationStateMachine<CheckedContinuation<any Sendable, any Error>>()
     var hook: (@Sendable (CancellationReason) -> Void)?
-    var cancelRequestedAt: ContinuousClock.Instant?
+    var cancelRequestedAt: StoredInstant?
     /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.
     var recordsLatency = false
     /// A result delivered before `run` suspended (the machine says when the waiter takes it).

@@ -7,7 +7,11 @@ public enum CancellationReason: Sendable, Hashable {
     /// The owning task, the scope or the resource was cancelled.
     case cancelled
     /// The effective deadline (an absolute instant) passed.
-    case deadlineExceeded(ContinuousClock.Instant)
+    // Indirect: `ContinuousClock.Instant`'s layout is not known outside the standard library (it is not frozen),
+    // so an enum holding it inline is copied, tested and destroyed through run-time calls (metadata, value
+    // witnesses) wherever a reason is stored: in every cancellation cell, operation, handle and scope state. Boxed,
+    // the reason is one reference, fixed in layout, and the box is made only when a deadline passes.
+    indirect case deadlineExceeded(ContinuousClock.Instant)
 
     /// The error an operation interrupted for this reason throws.
     public var error: any Error {

@@ -17,7 +17,9 @@ final class ResourceOperation: CancellableOperation {
     private let machine = Locked(Machine())
     private let hook: @Sendable (CancellationReason) -> Void
     /// The earliest deadline of this operation, the operations it is nested in and its task's innermost scope.
-    let deadline: ContinuousClock.Instant?
+    var deadline: ContinuousClock.Instant? { storedDeadline.instant }
+    /// Kept in a fixed-layout form (see ``StoredInstant``).
+    private let storedDeadline: StoredInstant?
     /// The task's innermost scope when the operation began, whose cancellation reaches it (as the owner of its
     /// resource, through an enclosing operation, or because it joined the scope as a borrower): what the body
     /// waits on need not join that scope again.
@@ -28,7 +30,7 @@ final class ResourceOperation: CancellableOperation {
         scope: ResourceScope?
     ) {
         self.hook = hook
-        self.deadline = deadline
+        self.storedDeadline = deadline.stored
         self.scope = scope
     }
 

@@ -25,7 +25,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The effective absolute deadline of the owning scope, if any. Adapters pass it on (to a server's
     /// `statement_timeout`, a socket timeout) where that helps; expiry cancels the handle with
     /// ``CancellationReason/deadlineExceeded(_:)``.
-    public var deadline: ContinuousClock.Instant? { state.withLock { $0.deadline } }
+    public var deadline: ContinuousClock.Instant? { state.withLock { $0.deadline }.instant }
     /// The deadline that an operation on this resource, run by the current task now, must meet: the earliest of
     /// ``deadline``, the deadlines of every enclosing ``withResourceOperation(boundTo:deadline:onCancel:_:)`` and
     /// the current task's innermost scope's (the borrowing scope's, when it does not own this resource).
@@ -37,7 +37,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The registry that tracks this resource.
     public let registry: ResourceRegistry
     /// When the resource was registered.
-    let acquiredAt: ContinuousClock.Instant
+    var acquiredAt: ContinuousClock.Instant { storedAcquiredAt.instant }
+    private let storedAcquiredAt: StoredInstant
     /// The resource object's identity: the registry's key for it, kept after the handle lets the resource go.
     let object: ObjectIdentifier
 
@@ -46,7 +47,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         var phase: Phase = .live
         var cancelReason: CancellationReason?
         var operations: [ObjectIdentifier: any CancellableOperation] = [:]
-        var deadline: ContinuousClock.Instant?
+        /// Kept in a fixed-layout form (see ``StoredInstant``), like every instant the handle stores.
+        var deadline: StoredInstant?
         var parts: ResourceScope?
         /// The scope that closes this resource (`nil` when unscoped or adopted). Whose cancellation reaches the
         /// resource through ``cancel(_:)``: a wait in that scope (or an enclosing one) need not join it as a
@@ -70,9 +72,9 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.label = label
         self.scopePath = scopePath
         self.registry = registry
-        self.acquiredAt = .now
+        self.storedAcquiredAt = .now
         self.object = ObjectIdentifier(resource)
-        self.state = Locked(State(resource: resource, deadline: deadline, owner: owner))
+        self.state = Locked(State(resource: resource, deadline: deadline.stored, owner: owner))
     }
 
     deinit {
@@ -112,10 +114,11 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Throws the cancellation's error (`CancellationError` or ``DeadlineExceededError``) if the resource was
     /// cancelled or closed, or if its deadline has passed. Adapters call it before starting work.
     public func checkCancellation() throws {
-        let (reason, phase) = state.withLock { ($0.cancelReason, $0.phase) }
+        let (reason, phase, stored) = state.withLock { ($0.cancelReason, $0.phase, $0.deadline) }
         if let reason { throw reason.error }
         if phase != .live { throw CancellationError() }
-        if let deadline, deadline <= .now {
+        if let stored, stored <= .now {
+            let deadline = stored.instant
             cancel(.deadlineExceeded(deadline))
             throw DeadlineExceededError(deadline: deadline)
         }
@@ -141,7 +144,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         let (scope, made, reason) = state.withLock { state -> (ResourceScope, Bool, CancellationReason?) in
             if let parts = state.parts { return (parts, false, nil) }
             let parts = ResourceScope(
-                label: label, parent: nil, deadline: state.deadline, registry: registry, armsDeadline: false,
+                label: label, parent: nil, deadline: state.deadline.instant, registry: registry, armsDeadline: false,
                 pathPrefix: scopePath)
             state.parts = parts
             return (parts, true, state.cancelReason ?? (state.phase == .live ? nil : .cancelled))

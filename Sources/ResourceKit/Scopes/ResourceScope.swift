@@ -31,7 +31,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// Labels from the root scope down to this one, joined by `/`.
     public let path: String
     /// The effective deadline: the minimum of this scope's and its parent's.
-    public let deadline: ContinuousClock.Instant?
+    public var deadline: ContinuousClock.Instant? { storedDeadline.instant }
+    /// Kept in a fixed-layout form (see ``StoredInstant``).
+    private let storedDeadline: StoredInstant?
     /// The registry that records this scope's resources.
     public let registry: ResourceRegistry
 
@@ -59,7 +61,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         self.label = label
         self.parent = parent
         self.path = parent.map { "\($0.path)/\(label)" } ?? (pathPrefix.isEmpty ? label : "\(pathPrefix)/\(label)")
-        self.deadline = Deadlines.earliest(ownDeadline, parent?.deadline)
+        self.storedDeadline = Deadlines.earliest(ownDeadline, parent?.deadline).stored
         self.registry = registry ?? parent?.registry ?? .shared
 
         if let parent, let inherited = parent.attachChild(self) {
