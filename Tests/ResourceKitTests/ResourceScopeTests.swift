@@ -280,6 +280,23 @@ import ResourceKitObservation
         }
     }
 
+    /// The registry keeps a resource's facts in its own (fixed-layout) form and builds the `ResourceInfo` when read:
+    /// the instants come back exactly.
+    @Test func aSnapshotGivesTheRegistrationsInstantsBack() async throws {
+        let registry = ResourceRegistry()
+        let deadline = ContinuousClock.now + .seconds(600)
+        let before = ContinuousClock.now
+        try await withResourceScope("timed", deadline: deadline, registry: registry) { scope in
+            let handle = try await scope.register(RecordingResource("t", log: CloseLog()), kind: kind, label: "t")
+            let after = ContinuousClock.now
+            let info = try #require(registry.reading().live.first?.info)
+            #expect(info == handle.info)
+            #expect(info.deadline == deadline)
+            #expect(info.acquiredAt >= before && info.acquiredAt <= after)
+            #expect(info.kindName == kind.name && info.label == "t" && info.scopePath == "timed")
+        }
+    }
+
     /// Counters are kept per kind *name* (registries count by the name's number): two kind values of one name
     /// share a tally, and the first kind of a name seen stays the one the registry lists.
     @Test func kindsOfOneNameShareTheirCounters() async throws {

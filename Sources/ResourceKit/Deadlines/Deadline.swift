@@ -20,4 +20,14 @@ enum Deadlines {
     ) -> ContinuousClock.Instant? {
         earliest(earliest(a, b), c)
     }
+
+    /// The same over stored instants, with no run-time calls for the clock's resilient type.
+    static func earliest(_ a: StoredInstant?, _ b: StoredInstant?, _ c: StoredInstant? = nil) -> StoredInstant? {
+        func earlier(_ x: StoredInstant?, _ y: StoredInstant?) -> StoredInstant? {
+            guard let x else { return y }
+            guard let y else { return x }
+            return min(x, y)
+        }
+        return earlier(earlier(a, b), c)
+    }
 }

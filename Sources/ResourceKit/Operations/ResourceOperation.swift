@@ -19,18 +19,18 @@ final class ResourceOperation: CancellableOperation {
     /// The earliest deadline of this operation, the operations it is nested in and its task's innermost scope.
     var deadline: ContinuousClock.Instant? { storedDeadline.instant }
     /// Kept in a fixed-layout form (see ``StoredInstant``).
-    private let storedDeadline: StoredInstant?
+    let storedDeadline: StoredInstant?
     /// The task's innermost scope when the operation began, whose cancellation reaches it (as the owner of its
     /// resource, through an enclosing operation, or because it joined the scope as a borrower): what the body
     /// waits on need not join that scope again.
     let scope: ResourceScope?
 
     init(
-        onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: ContinuousClock.Instant?,
+        onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: StoredInstant?,
         scope: ResourceScope?
     ) {
         self.hook = hook
-        self.storedDeadline = deadline.stored
+        self.storedDeadline = deadline
         self.scope = scope
     }
 

@@ -81,7 +81,8 @@ extension ResourceOperation {
         let parent = ResourceOperation.current
         let scope = ResourceScope.current
         let operation = ResourceOperation(
-            onCancel: onCancel, deadline: Deadlines.earliest(deadline, parent?.deadline, scope?.deadline),
+            onCancel: onCancel,
+            deadline: Deadlines.earliest(deadline.stored, parent?.storedDeadline, scope?.storedDeadline),
             scope: scope)
         let links = CancellationLinks.link(
             operation, handle: handle, enclosing: parent, scope: scope, deadline: deadline)

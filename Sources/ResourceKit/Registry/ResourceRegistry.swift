@@ -12,9 +12,22 @@ public final class ResourceRegistry: Sendable {
     /// The process-wide registry used when none is given.
     public static let shared = ResourceRegistry()
 
+    /// A live resource's facts as registered. Fixed in layout (no `ContinuousClock.Instant` inline, see
+    /// ``StoredInstant``): the ``ResourceInfo`` is built only when someone reads it.
     private struct Entry {
-        var handleInfo: ResourceInfo
+        let id: ResourceID
+        let kindName: String
+        let label: String
+        let scopePath: String
+        let acquiredAt: StoredInstant
+        let deadline: StoredInstant?
         var cancellation: CancellationReason?
+
+        var info: ResourceInfo {
+            ResourceInfo(
+                id: id, kindName: kindName, label: label, scopePath: scopePath, acquiredAt: acquiredAt.instant,
+                deadline: deadline.instant)
+        }
     }
 
     private struct State {
@@ -27,7 +40,7 @@ public final class ResourceRegistry: Sendable {
         /// Removes the entry of `id`'s resource (never a different registration of the same object).
         mutating func remove(_ object: ObjectIdentifier, id: ResourceID) {
             guard let entry = live.removeValue(forKey: object) else { return }
-            if entry.handleInfo.id != id { live[object] = entry }  // a later registration of the object: keep it
+            if entry.id != id { live[object] = entry }  // a later registration of the object: keep it
         }
 
         /// Makes room for `kind` and notes it (the first kind of a name stays, as registered).
@@ -119,11 +132,13 @@ public final class ResourceRegistry: Sendable {
             resource: resource, kind: kind, label: label, scopePath: scopePath,
             deadline: deadline, owner: owner, registry: self
         )
-        let info = handle.info
+        let entry = Entry(
+            id: handle.id, kindName: kind.name, label: label, scopePath: scopePath,
+            acquiredAt: handle.storedAcquiredAt, deadline: deadline.stored)
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in
             if state.live[object] != nil { return (true, state.live.count) }
             state.see(kind)
-            state.live[object] = Entry(handleInfo: info)
+            state.live[object] = entry
             state.counters[kind.index].acquired += 1
             return (false, state.live.count)
         }
@@ -132,7 +147,7 @@ public final class ResourceRegistry: Sendable {
             handle.markRejectedDuplicate()
             throw ResourceKitError(.alreadyRegistered, "this resource object is already registered and not closed")
         }
-        publish(ResourceEvent(resource: info, what: .acquired, at: .now))
+        publish(ResourceEvent(resource: entry.info, what: .acquired, at: .now))
         return handle
     }
 
@@ -163,7 +178,7 @@ public final class ResourceRegistry: Sendable {
     package func reading() -> RegistryReading {
         let (live, tallies, kinds) = state.withLock { state in
             (
-                state.live.values.map { RegistryReading.Live(info: $0.handleInfo, cancellation: $0.cancellation) },
+                state.live.values.map { RegistryReading.Live(info: $0.info, cancellation: $0.cancellation) },
                 Dictionary(
                     uniqueKeysWithValues: state.kinds.indices.compactMap { index in
                         state.kinds[index].map { ($0.name, state.counters[index]) }
@@ -186,7 +201,7 @@ public final class ResourceRegistry: Sendable {
     func didRequestCancel(_ handle: ResourceHandle, reason: CancellationReason) {
         state.withLock { state in
             if let index = state.live.index(forKey: handle.object),
-                state.live.values[index].handleInfo.id == handle.id
+                state.live.values[index].id == handle.id
             {
                 state.live.values[index].cancellation = reason
             }

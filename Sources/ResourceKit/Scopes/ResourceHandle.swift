@@ -32,13 +32,16 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Adapters carry it to the other side (a server's `statement_timeout`) so that the work ends there too if
     /// this process can no longer send a cancel.
     public var operationDeadline: ContinuousClock.Instant? {
-        Deadlines.earliest(deadline, ResourceOperation.current?.deadline, ResourceScope.current?.deadline)
+        Deadlines.earliest(
+            state.withLock { $0.deadline }, ResourceOperation.current?.storedDeadline,
+            ResourceScope.current?.storedDeadline
+        ).instant
     }
     /// The registry that tracks this resource.
     public let registry: ResourceRegistry
     /// When the resource was registered.
     var acquiredAt: ContinuousClock.Instant { storedAcquiredAt.instant }
-    private let storedAcquiredAt: StoredInstant
+    let storedAcquiredAt: StoredInstant
     /// The resource object's identity: the registry's key for it, kept after the handle lets the resource go.
     let object: ObjectIdentifier
 

@@ -33,7 +33,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// The effective deadline: the minimum of this scope's and its parent's.
     public var deadline: ContinuousClock.Instant? { storedDeadline.instant }
     /// Kept in a fixed-layout form (see ``StoredInstant``).
-    private let storedDeadline: StoredInstant?
+    let storedDeadline: StoredInstant?
     /// The registry that records this scope's resources.
     public let registry: ResourceRegistry
 
