@@ -91,6 +91,13 @@ struct LockWords {
     init(condition: UnsafeMutablePointer<pthread_cond_t>?) {
         self.condition = condition
     }
+
+    /// The mutex inside the header `words` points to (its first stored property, at offset 0): one way to reach
+    /// it, for every pthread call.
+    @inlinable
+    static func mutex(_ words: UnsafeMutablePointer<LockWords>) -> UnsafeMutablePointer<pthread_mutex_t> {
+        UnsafeMutableRawPointer(words).assumingMemoryBound(to: pthread_mutex_t.self)
+    }
 }
 
 /// What a ``Locked/waitWithLock(_:)`` step decided: finish with a result, or park until signalled (`nil`) or
@@ -121,7 +128,7 @@ final class LockedStorage<Value>: ManagedBuffer<LockWords, Value> {
         let storage = unsafeDowncast(
             create(minimumCapacity: 1) { _ in LockWords(condition: condition) }, to: LockedStorage<Value>.self)
         storage.withUnsafeMutablePointers { words, element in
-            pthread_mutex_init(&words.pointee.mutex, nil)
+            pthread_mutex_init(LockWords.mutex(words), nil)
             element.initialize(to: value)
         }
         return storage
@@ -134,14 +141,14 @@ final class LockedStorage<Value>: ManagedBuffer<LockWords, Value> {
                 pthread_cond_destroy(condition)
                 condition.deallocate()
             }
-            pthread_mutex_destroy(&words.pointee.mutex)
+            pthread_mutex_destroy(LockWords.mutex(words))
         }
     }
 
     @inlinable
     func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         try withUnsafeMutablePointers { words, value in
-            let mutex = UnsafeMutableRawPointer(words).assumingMemoryBound(to: pthread_mutex_t.self)
+            let mutex = LockWords.mutex(words)
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
             return try body(&value.pointee)
@@ -153,7 +160,7 @@ final class LockedStorage<Value>: ManagedBuffer<LockWords, Value> {
             guard let condition = words.pointee.condition else {
                 preconditionFailure("Locked: waitWithLock needs init(_:withCondition: true)")
             }
-            let mutex = UnsafeMutableRawPointer(words).assumingMemoryBound(to: pthread_mutex_t.self)
+            let mutex = LockWords.mutex(words)
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
             while true {

@@ -4,24 +4,8 @@
 /// scope's resources with ``CancellationReason/deadlineExceeded(_:)``, which surfaces as
 /// ``DeadlineExceededError`` (never as a bare `CancellationError`).
 enum Deadlines {
-    /// The earlier of two optional deadlines.
-    static func earliest(_ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?) -> ContinuousClock.Instant? {
-        switch (a, b) {
-        case (nil, nil): return nil
-        case (let a?, nil): return a
-        case (nil, let b?): return b
-        case (let a?, let b?): return min(a, b)
-        }
-    }
-
-    /// The earliest of three optional deadlines.
-    static func earliest(
-        _ a: ContinuousClock.Instant?, _ b: ContinuousClock.Instant?, _ c: ContinuousClock.Instant?
-    ) -> ContinuousClock.Instant? {
-        earliest(earliest(a, b), c)
-    }
-
-    /// The same over stored instants, with no run-time calls for the clock's resilient type.
+    /// The earliest of two or three optional deadlines, in their stored form (``StoredInstant``: no run-time
+    /// calls for the clock's resilient type).
     static func earliest(_ a: StoredInstant?, _ b: StoredInstant?, _ c: StoredInstant? = nil) -> StoredInstant? {
         func earlier(_ x: StoredInstant?, _ y: StoredInstant?) -> StoredInstant? {
             guard let x else { return y }

@@ -16,9 +16,8 @@ final class ResourceOperation: CancellableOperation {
 
     private let machine = Locked(Machine())
     private let hook: @Sendable (CancellationReason) -> Void
-    /// The earliest deadline of this operation, the operations it is nested in and its task's innermost scope.
-    var deadline: ContinuousClock.Instant? { storedDeadline.instant }
-    /// Kept in a fixed-layout form (see ``StoredInstant``).
+    /// The earliest deadline of this operation, the operations it is nested in and its task's innermost scope, in
+    /// its fixed-layout form (see ``StoredInstant``).
     let storedDeadline: StoredInstant?
     /// The task's innermost scope when the operation began, whose cancellation reaches it (as the owner of its
     /// resource, through an enclosing operation, or because it joined the scope as a borrower): what the body

@@ -61,7 +61,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         self.label = label
         self.parent = parent
         self.path = parent.map { "\($0.path)/\(label)" } ?? (pathPrefix.isEmpty ? label : "\(pathPrefix)/\(label)")
-        self.storedDeadline = Deadlines.earliest(ownDeadline, parent?.deadline).stored
+        let ownStored = ownDeadline.stored
+        self.storedDeadline = Deadlines.earliest(ownStored, parent?.storedDeadline)
         self.registry = registry ?? parent?.registry ?? .shared
 
         if let parent, let inherited = parent.attachChild(self) {
@@ -70,7 +71,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         // Only a deadline earlier than the parent's needs a timer of its own; the parent's timer reaches the
         // children through cancel propagation.
         // A handle's parts take its deadline without a timer: the handle's cancellation reaches them.
-        if armsDeadline, let own = ownDeadline, parent?.deadline.map({ own < $0 }) ?? true {
+        if armsDeadline, let own = ownDeadline, let ownStored, parent?.storedDeadline.map({ ownStored < $0 }) ?? true {
             if own <= .now {
                 cancel(.deadlineExceeded(own))
             } else {
