@@ -224,6 +224,55 @@ import ResourceKitObservation
         #expect(follow?.op == .modify)
         #expect(follow.map { $0.events & rk_EPOLLIN != 0 } == true)
     }
+
+    /// A registration names its descriptor (an event finds its entry without a second table), and every new
+    /// registration of one descriptor number is a new one: an event of the old one reaches nobody.
+    @Test func registrationsNameTheirDescriptorAndDifferPerRegistration() {
+        let kernel = FakeKernel()
+        var table = Table()
+        _ = kernel.add(&table, fd: 9, .readable, id: 1, waiter: 1)
+        let first = kernel.registered[9]!.data
+        #expect(first != 0)
+        #expect(first & 0xFFFF_FFFF == 9)
+        let (waiters, delete) = table.descriptorWillClose(fd: 9)
+        #expect(waiters == [1])
+        _ = kernel.perform(delete, on: &table)
+        _ = kernel.add(&table, fd: 9, .readable, id: 2, waiter: 2)
+        let second = kernel.registered[9]!.data
+        #expect(second != first)
+        #expect(second & 0xFFFF_FFFF == 9)
+        #expect(table.fire(registration: first, events: rk_EPOLLIN).ready.isEmpty)
+        #expect(table.fire(registration: second, events: rk_EPOLLIN).ready.map(\.0) == [2])
+    }
+
+    /// Descriptor numbers outside the indexed range (a bad one a caller passed) are kept apart and fail like any
+    /// other the kernel refuses.
+    @Test func descriptorNumbersOutsideTheIndexedRangeAreKeptApart() {
+        var entries = EntriesByDescriptor<Int>()
+        let far = EntriesByDescriptor<Int>.limit + 3
+        entries[0] = 10
+        entries[5] = 15
+        entries[-1] = -1
+        entries[far] = 3
+        #expect(entries[0] == 10)
+        #expect(entries[5] == 15)
+        #expect(entries[-1] == -1)
+        #expect(entries[far] == 3)
+        #expect(entries[4] == nil)
+        #expect(entries.values.sorted() == [-1, 3, 10, 15])
+        entries[5] = nil
+        entries[-1] = nil
+        #expect(entries[5] == nil)
+        #expect(entries.values.sorted() == [3, 10])
+
+        let kernel = FakeKernel()
+        kernel.notPollable = [-1]
+        var table = Table()
+        let failed = kernel.add(&table, fd: -1, .readable, id: 1, waiter: 1)
+        #expect(failed.map(\.0) == [1])
+        #expect(table.count == 0)
+        #expect(table.entries[-1] == nil)
+    }
 }
 
 @Suite struct TimerHeapTests {

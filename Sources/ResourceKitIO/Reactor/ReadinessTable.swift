@@ -97,10 +97,11 @@ struct ReadinessTable<Waiter> {
         }
     }
 
-    private(set) var entries: [Int32: Entry] = [:]
-    private var fdByRegistration: [UInt64: Int32] = [:]
-    /// Registration 0 is reserved for the reactor's own wake-up descriptor.
-    private var nextRegistration: UInt64 = 1
+    private(set) var entries = EntriesByDescriptor<Entry>()
+    /// The generation of the next registration: a registration is the generation in its high 32 bits and the
+    /// descriptor in its low 32 bits, so that an event names its entry without a second table. Registration 0
+    /// (generation 0) is reserved for the reactor's own wake-up descriptor.
+    private var nextGeneration: UInt64 = 1
     /// Number of descriptors with at least one waiter.
     private(set) var count = 0
 
@@ -149,7 +150,8 @@ struct ReadinessTable<Waiter> {
     /// The kernel reported `events` for `registration` (its one-shot registration is now disarmed).
     /// Returns the waiters to resume and the re-arming call if waiters remain. Stale registrations are ignored.
     mutating func fire(registration: UInt64, events: UInt32) -> (ready: [(Waiter, IOEvents)], Request?) {
-        guard let fd = fdByRegistration[registration], var entry = entries[fd], entry.registration == registration
+        let fd = Self.descriptor(of: registration)
+        guard var entry = entries[fd], entry.registration == registration
         else {
             return ([], nil)
         }
@@ -207,7 +209,6 @@ struct ReadinessTable<Waiter> {
                 failures.append((contender.slot.waiter, Self.alreadyWaiting))
             }
             entry.contenders = []
-            fdByRegistration.removeValue(forKey: entry.registration)
             entry.registration = newRegistration(for: fd)
             entry.kernel = .unregistered
         case (.add, EEXIST):
@@ -216,8 +217,7 @@ struct ReadinessTable<Waiter> {
         default:
             let error = Self.error(for: request.op, errno: result)
             failures += entry.allWaiters.map { ($0, error) }
-            entries.removeValue(forKey: fd)
-            fdByRegistration.removeValue(forKey: entry.registration)
+            entries[fd] = nil
             if entry.hasWaiters { count -= 1 }
             return (nil, failures)
         }
@@ -229,8 +229,8 @@ struct ReadinessTable<Waiter> {
     /// The descriptor is about to be closed: forget it. Returns its waiters (fail them with
     /// `descriptorClosed`) and the `DEL` to make.
     mutating func descriptorWillClose(fd: Int32) -> (waiters: [Waiter], Request?) {
-        guard let entry = entries.removeValue(forKey: fd) else { return ([], nil) }
-        fdByRegistration.removeValue(forKey: entry.registration)
+        guard let entry = entries[fd] else { return ([], nil) }
+        entries[fd] = nil
         if entry.hasWaiters { count -= 1 }
         let registered = entry.kernel != .unregistered || entry.syncing
         return (
@@ -243,8 +243,7 @@ struct ReadinessTable<Waiter> {
     /// so no kernel call is needed.
     mutating func removeAll() -> [Waiter] {
         let all = entries.values.flatMap(\.allWaiters)
-        entries = [:]
-        fdByRegistration = [:]
+        entries = EntriesByDescriptor()
         count = 0
         return all
     }
@@ -281,11 +280,15 @@ struct ReadinessTable<Waiter> {
         entry[interest]?.confirmed = false
     }
 
+    private static func descriptor(of registration: UInt64) -> Int32 {
+        Int32(bitPattern: UInt32(truncatingIfNeeded: registration))
+    }
+
     private mutating func newRegistration(for fd: Int32) -> UInt64 {
-        let registration = nextRegistration
-        nextRegistration += 1
-        fdByRegistration[registration] = fd
-        return registration
+        // Wraps after 2^32 registrations of one table; an event of a registration that old was delivered long ago.
+        let generation = nextGeneration & 0xFFFF_FFFF == 0 ? 1 : nextGeneration & 0xFFFF_FFFF
+        nextGeneration = generation + 1
+        return generation << 32 | UInt64(UInt32(bitPattern: fd))
     }
 
     /// Stores `entry`, keeping ``count`` in step.
@@ -317,7 +320,41 @@ struct ReadinessTable<Waiter> {
     }
 }
 
+/// A table's entries by descriptor number. Descriptors are small, dense integers, so an array indexed by the
+/// number holds them: a lookup is an index, not a hash (several per wait, on the reactor's thread and the
+/// waiter's). Numbers outside `0..<limit` (a bad descriptor a caller passed, which the kernel then refuses) go
+/// to a dictionary.
+struct EntriesByDescriptor<Entry> {
+    static var limit: Int32 { 1 << 20 }
+
+    private var byIndex: [Entry?] = []
+    private var others: [Int32: Entry] = [:]
+
+    subscript(fd: Int32) -> Entry? {
+        get {
+            guard fd >= 0, fd < Self.limit else { return others[fd] }
+            return Int(fd) < byIndex.count ? byIndex[Int(fd)] : nil
+        }
+        set {
+            guard fd >= 0, fd < Self.limit else {
+                others[fd] = newValue
+                return
+            }
+            let index = Int(fd)
+            if index >= byIndex.count {
+                guard newValue != nil else { return }
+                byIndex.append(contentsOf: repeatElement(nil, count: max(index + 1, byIndex.count * 2) - byIndex.count))
+            }
+            byIndex[index] = newValue
+        }
+    }
+
+    /// Every entry, in no particular order.
+    var values: [Entry] { byIndex.compactMap { $0 } + Array(others.values) }
+}
+
 extension ReadinessTable: Sendable where Waiter: Sendable {}
+extension EntriesByDescriptor: Sendable where Entry: Sendable {}
 extension ReadinessTable.Entry: Sendable where Waiter: Sendable {}
 extension ReadinessTable.Slot: Sendable where Waiter: Sendable {}
 extension ReadinessTable.Contender: Sendable where Waiter: Sendable {}
