@@ -35,7 +35,9 @@ let package = Package(
         .target(
             name: "ResourceKit",
             dependencies: ["CSystemShims"],
-            swiftSettings: strict
+            // Debug builds (and the sanitizer passes) resume checked continuations, release builds unsafe
+            // ones: see `CancellationWaiter`.
+            swiftSettings: strict + [.define("RESOURCEKIT_CHECKED_CONTINUATIONS", .when(configuration: .debug))]
         ),
         // The I/O runtime: the epoll reactor, the blocking pool, guarded descriptors, Syscall, byte streams.
         .target(

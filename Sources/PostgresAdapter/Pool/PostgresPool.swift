@@ -48,7 +48,7 @@ public final class PostgresPool: Sendable {
     private let registry: ResourceRegistry
     private let reactor: IOReactor
     private let machine: Locked<Machine>
-    private let nextID = Locked<UInt64>(0)
+    private let nextID = Atomic<UInt64>(0)
     private let onNotice: (@Sendable (PostgresNotice) -> Void)?
     private let background = OwnedTasks()
     private let occupancyChanges = Broadcast<PoolOccupancy>()
@@ -196,13 +196,12 @@ public final class PostgresPool: Sendable {
     /// Queues for a connection or a slot; the queued waiter leaves the queue when its task (or borrowing scope) is
     /// cancelled.
     private func waitForGrant() async throws -> Grant {
-        let id = nextID.withLock {
-            $0 += 1
-            return $0
-        }
+        let id = nextID.add(1, ordering: .relaxed).newValue
         let cell = CancellationCell<Grant>()
-        return try await cell.run(onCancel: { [weak self] _ in
-            _ = self?.withMachine { $0.cancel(id: id) }
+        // A strong reference: the caller holds the pool for as long as it waits, and the cell lets the hook go
+        // with itself (a weak one cost a side-table reference and a weak load on every queued lease).
+        return try await cell.run(onCancel: { _ in
+            _ = self.withMachine { $0.cancel(id: id) }
         }) { cell in
             // Parked inside the start closure: a handover can never come before the suspension.
             switch withMachine({ $0.lease(id: id, waiter: cell) }) {

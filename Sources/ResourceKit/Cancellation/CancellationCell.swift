@@ -22,10 +22,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// module above (the reactor's `CancellationCell<IOEvents>`) would otherwise run them as unspecialised
     /// generic code, through value witnesses, on every wait and every cancel.
     ///
-    /// A checked continuation, although the state machine resumes each waiter exactly once: with an unsafe one
-    /// the thread sanitizer cannot see the resume happen before the resumed task runs, and reports a race on
-    /// every wait (tried; it would save an allocation per wait).
-    @usableFromInline typealias Waiter = CheckedContinuation<any Sendable, any Error>
+    /// The continuation: see ``CancellationWaiter``.
+    @usableFromInline typealias Waiter = CancellationWaiter
     private typealias Machine = CancellationStateMachine<Waiter>
 
     private let inner = Locked(CancellationCellState())
@@ -139,10 +137,10 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         do {
             let value: any Sendable
             if shielded {
-                value = try await withCheckedThrowingContinuation { begin($0) { start(self) } }
+                value = try await suspend(start)
             } else {
                 value = try await withTaskCancellationHandler {
-                    try await withCheckedThrowingContinuation { begin($0) { start(self) } }
+                    try await suspend(start)
                 } onCancel: {
                     self.cancel(.cancelled)
                 }
@@ -153,6 +151,16 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             recordLatency(handle: handle)
             throw error
         }
+    }
+
+    /// Suspends the caller on a ``CancellationWaiter`` handed to ``begin(_:start:)``.
+    @inlinable
+    nonisolated(nonsending) func suspend(_ start: (CancellationCell<Success>) -> Void) async throws -> any Sendable {
+        #if RESOURCEKIT_CHECKED_CONTINUATIONS
+        try await withCheckedThrowingContinuation { begin($0) { start(self) } }
+        #else
+        try await withUnsafeThrowingContinuation { begin($0) { start(self) } }
+        #endif
     }
 
     /// Before the wait suspends: the hook, the handle, the enclosing operation and the task's innermost scope (the
@@ -212,10 +220,23 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     }
 }
 
+/// The continuation a cell's waiter suspends on. The state machine resumes each waiter exactly once, so release
+/// builds use an unsafe continuation: a checked one allocates a second object per wait (its canary) and frees it
+/// again. Debug builds (and so the thread and address sanitizer passes, which build for debug) define
+/// `RESOURCEKIT_CHECKED_CONTINUATIONS` in the package manifest and keep the checked one: it traps on a resume
+/// the machine should have made impossible, and the thread sanitizer sees the resume happen before the resumed
+/// task runs (with an unsafe one it reports a race on every wait). Docs/Architecture.md, "State machines and their
+/// owners".
+#if RESOURCEKIT_CHECKED_CONTINUATIONS
+@usableFromInline typealias CancellationWaiter = CheckedContinuation<any Sendable, any Error>
+#else
+@usableFromInline typealias CancellationWaiter = UnsafeContinuation<any Sendable, any Error>
+#endif
+
 /// A cell's state under its lock. Not nested in the generic cell: a nested type's metadata depends on `Success`
 /// and is looked up at run time (a hash lookup on every cell made, locked and freed); this one is static.
 struct CancellationCellState {
-    var machine = CancellationStateMachine<CheckedContinuation<any Sendable, any Error>>()
+    var machine = CancellationStateMachine<CancellationWaiter>()
     var hook: (@Sendable (CancellationReason) -> Void)?
     var cancelRequestedAt: StoredInstant?
     /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.

@@ -14,7 +14,7 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
 
     private(set) var phase: Phase = .pending
     private(set) var reason: CancellationReason?
-    private var waiters: [ObjectIdentifier: Waiter] = [:]
+    private var waiters = OperationWaiters<Waiter>()
 
     /// Number of waiters currently tracked (for tests).
     var waiterCount: Int { waiters.count }
@@ -46,8 +46,8 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
         guard self.reason == nil, phase != .finished else { return .none }
         self.reason = reason
         guard phase == .running else { return .none }
-        let stopped = Array(waiters.values)
-        waiters = [:]
+        let stopped = waiters.all
+        waiters = OperationWaiters()
         return .stop(reason, waiters: stopped)
     }
 
@@ -63,18 +63,18 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
     mutating func add(_ waiter: Waiter, id: ObjectIdentifier) -> AddAction {
         if phase == .finished { return .ignored }
         if let reason { return .cancelNow(reason) }
-        waiters[id] = waiter
+        waiters.insert(waiter, id: id)
         return .tracked
     }
 
     mutating func remove(id: ObjectIdentifier) {
-        waiters[id] = nil
+        waiters.remove(id: id)
     }
 
     /// The body ended; returns the cancellation's reason if a cancel won before that.
     mutating func finish() -> CancellationReason? {
         phase = .finished
-        waiters = [:]
+        waiters = OperationWaiters()
         return reason
     }
 }
