@@ -132,8 +132,9 @@ extension PostgresConnection {
         }
     }
 
-    /// Flushes the send buffer, waiting for writability. The caller is inside a cancellation handler.
-    func flush(_ id: QueryID) async throws {
+    /// Flushes the send buffer, waiting for writability. The caller is inside ``whileOnWire(_:_:)``, or passes
+    /// the query's cancel as `onCancel` (``collectWithoutOperation(_:_:)``).
+    func flush(_ id: QueryID, onCancel: (@Sendable (CancellationReason) -> Void)? = nil) async throws {
         while true {
             let (pending, socket) = try state.withLock { state -> (Int32, Int32) in
                 guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
@@ -144,7 +145,7 @@ extension PostgresConnection {
                 markBroken()
                 throw PostgresError(.connection, "could not send the query")
             }
-            try await reactor.wait(for: socket, .writable, boundTo: handle)
+            try await reactor.wait(for: socket, .writable, boundTo: handle, deadline: nil, alsoOnCancel: onCancel)
         }
     }
 
@@ -154,8 +155,9 @@ extension PostgresConnection {
         let id = try send(sql, binds, singleRow: false)
         var results: [PostgresResult] = []
         var failure: PostgresError?
-        try await flushThen(id) {
-            let end = try await self.awaitResults(id, deadline: nil, bindToCaller: true) { result in
+        try await collectWithoutOperation(id) { onCancel in
+            let end = try await self.awaitResults(id, deadline: nil, bindToCaller: true, onCancel: onCancel) {
+                result in
                 switch PQresultStatus(result) {
                 case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE, PGRES_EMPTY_QUERY:
                     results.append(.from(result))
@@ -178,6 +180,40 @@ extension PostgresConnection {
         return results
     }
 
+    /// Flushes query `id`, then runs `body` (handed the query's cancel, for its waits), with no operation of its
+    /// own: every wait of a query is a `CancellationCell` that joins every level of cancellation itself (the
+    /// task, the handle, the borrowing scope, an enclosing operation of the caller's), so the query's cancel
+    /// rides on each wait's hook instead (``IOReactor``'s `alsoOnCancel`). A cancel that arrives between two
+    /// waits stops the next one before it parks, and ``abandoningOnEarlyExit(_:_:)`` sends the cancel; one
+    /// that arrives after the last wait leaves the result standing, as with an operation. Saves a query the
+    /// operation's object, its lock, its task-local and its cancellation handler (Docs/Architecture.md, "Three
+    /// levels of cancellation"). `RESOURCEKIT_QUERY_OPERATION=always` runs it in ``whileOnWire(_:_:)`` instead
+    /// (the behaviour before, kept selectable while the benchmark compares the two).
+    func collectWithoutOperation<T>(
+        _ id: QueryID, _ body: (@escaping @Sendable (CancellationReason) -> Void) async throws -> T
+    ) async throws -> T {
+        let onCancel: @Sendable (CancellationReason) -> Void = { _ in self.requestCancel(id) }
+        if Self.queryOperation == .always {
+            return try await flushThen(id) { try await body(onCancel) }
+        }
+        return try await abandoningOnEarlyExit(id) {
+            try await flush(id, onCancel: onCancel)
+            return try await body(onCancel)
+        }
+    }
+
+    /// Whether a query runs inside an operation of its own.
+    enum QueryOperation {
+        /// No: its waits carry its cancel (the default).
+        case never
+        /// Yes (`RESOURCEKIT_QUERY_OPERATION=always`, the behaviour before #23's sixth step).
+        case always
+    }
+
+    /// Read once, here only.
+    static let queryOperation: QueryOperation =
+        getenv("RESOURCEKIT_QUERY_OPERATION").map { String(cString: $0) } == "always" ? .always : .never
+
     /// Flushes query `id`, then runs `body`, both inside ``whileOnWire(_:_:)``.
     func flushThen<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
         try await whileOnWire(id) {
@@ -191,10 +227,18 @@ extension PostgresConnection {
     /// resource level alike. When `body` leaves early (cancelled, deadline), the query is marked abandoned: the
     /// next operation drains it.
     func whileOnWire<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
-        do {
-            return try await withResourceOperation(boundTo: handle, onCancel: { _ in self.requestCancel(id) }) {
+        try await abandoningOnEarlyExit(id) {
+            try await withResourceOperation(boundTo: handle, onCancel: { _ in self.requestCancel(id) }) {
                 try await body()
             }
+        }
+    }
+
+    /// Runs `body`; when it leaves early (cancelled, deadline, an error), query `id` is marked abandoned (the
+    /// next operation drains it), a COPY IN is ended, and a cancellation cancels the query on the server.
+    func abandoningOnEarlyExit<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
         } catch {
             state.withLock { state in
                 state.machine.operationLeft(id)
@@ -269,12 +313,15 @@ extension PostgresConnection {
     /// The one collect loop (queries, streams, drains): ``pump(_:consume:)`` until it finishes, parking on the
     /// reactor whenever there is nothing to read.
     ///
-    /// - Parameter bindToCaller: waits end when the resource is cancelled (the caller's operation). A drain
-    ///   is bounded by `deadline` instead.
+    /// - Parameters:
+    ///   - bindToCaller: waits end when the resource is cancelled (the caller's operation). A drain is bounded
+    ///     by `deadline` instead.
+    ///   - onCancel: runs when a cancel wins while a wait is parked (see ``collectWithoutOperation(_:_:)``).
     func awaitResults(
         _ id: QueryID,
         deadline: ContinuousClock.Instant?,
         bindToCaller: Bool,
+        onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
         consume: (OpaquePointer) -> Bool
     ) async throws -> ResultsEnd {
         var spunOnce = false
@@ -285,7 +332,8 @@ extension PostgresConnection {
             case .finished(let end):
                 return end
             case .wait(let socket):
-                try await waitForAnswer(socket, lookedAgain: &spunOnce, bindToCaller: bindToCaller, deadline: deadline)
+                try await waitForAnswer(
+                    socket, lookedAgain: &spunOnce, bindToCaller: bindToCaller, deadline: deadline, onCancel: onCancel)
             }
         }
     }

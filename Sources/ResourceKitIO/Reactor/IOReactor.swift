@@ -139,14 +139,30 @@ public final class IOReactor: TaskExecutor, Sendable {
         boundTo handle: ResourceHandle? = nil,
         deadline: ContinuousClock.Instant? = nil
     ) async throws -> IOEvents {
+        try await wait(for: fd, interest, boundTo: handle, deadline: deadline, alsoOnCancel: nil)
+    }
+
+    /// ``wait(for:_:boundTo:deadline:)``, and when a cancel wins while the wait is parked, `alsoOnCancel` runs
+    /// right after the waiter left the table, on the canceller's thread, before the waiter resumes (the rules of
+    /// `CancellationCell`'s hook: short, non-blocking). An adapter that stops its external work per wait (a
+    /// Postgres cancel request) passes it here instead of wrapping its waits in an operation of their own.
+    @discardableResult
+    nonisolated(nonsending) package func wait(
+        for fd: Int32,
+        _ interest: IOInterest,
+        boundTo handle: ResourceHandle?,
+        deadline: ContinuousClock.Instant?,
+        alsoOnCancel: (@Sendable (CancellationReason) -> Void)?
+    ) async throws -> IOEvents {
         if let setupError { throw setupError }
         let cell = CancellationCell<IOEvents>()
         // The id exists before the wait is registered, so that a cancel arriving first can name it.
         let id = nextWaiter.add(1, ordering: .relaxed).newValue
         return try await cell.run(
             boundTo: handle, deadline: deadline,
-            onCancel: { _ in
+            onCancel: { reason in
                 self.removeWaiter(fd: fd, id: id)
+                alsoOnCancel?(reason)
             }
         ) { cell in
             self.register(fd: fd, interest: interest, id: id, cell: cell)
