@@ -76,6 +76,54 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
+    /// `afterCancel` runs once, after `onCancel`, inside the cancelling call, on each path where a cancel wins
+    /// against a started operation (while parked; while `start` runs), and never where none does (completed;
+    /// cancelled before `run`).
+    @Test func afterCancelRunsOnceAfterTheHookInsideTheCancel() async throws {
+        // Cancelled while parked: both have run when `cancel()` returns.
+        do {
+            let cell = CancellationCell<Int>()
+            let log = Locked<[String]>([])
+            let parked = OneShotEvent()
+            let task = Task {
+                try await cell.run(
+                    onCancel: { _ in log.withLock { $0.append("hook") } },
+                    afterCancel: { _ in log.withLock { $0.append("after") } }
+                ) { _ in parked.set() }
+            }
+            try await parked.wait(deadline: .now + .seconds(10))
+            cell.cancel()
+            #expect(log.withLock { $0 } == ["hook", "after"])
+            await #expect(throws: CancellationError.self) { try await task.value }
+            cell.cancel()
+            #expect(log.withLock { $0 } == ["hook", "after"])
+        }
+        // Cancelled while `start` runs: both run when `start` returns.
+        do {
+            let cell = CancellationCell<Int>()
+            let log = Locked<[String]>([])
+            await #expect(throws: CancellationError.self) {
+                try await cell.run(
+                    onCancel: { _ in log.withLock { $0.append("hook") } },
+                    afterCancel: { _ in log.withLock { $0.append("after") } }
+                ) { cell in cell.cancel() }
+            }
+            #expect(log.withLock { $0 } == ["hook", "after"])
+        }
+        // Completed, or cancelled before `run`: neither runs.
+        for cancelFirst in [false, true] {
+            let cell = CancellationCell<Int>()
+            let log = Locked<[String]>([])
+            if cancelFirst { cell.cancel() }
+            _ = try? await cell.run(
+                onCancel: { _ in log.withLock { $0.append("hook") } },
+                afterCancel: { _ in log.withLock { $0.append("after") } }
+            ) { cell in cell.succeed(1) }
+            cell.cancel()
+            #expect(log.withLock { $0 }.isEmpty)
+        }
+    }
+
     /// Cancelled while parked (after its start closure ran): the hook runs exactly once, and a completion
     /// that comes after the cancel is dropped.
     @Test func completionAfterCancelIsDropped() async throws {

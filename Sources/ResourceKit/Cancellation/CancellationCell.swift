@@ -4,7 +4,7 @@ import Synchronization
 /// handled exactly once.
 ///
 /// An adapter creates the cell *before* it suspends (so an `onCancel` that fires first can already name it),
-/// then calls ``run(boundTo:deadline:shielded:onCancel:start:)``. Inside `start` it kicks off the real work
+/// then calls ``run(boundTo:deadline:shielded:onCancel:afterCancel:start:)``. Inside `start` it kicks off the real work
 /// (a reactor registration, a blocking-pool job, a network send) and arranges for ``complete(_:)`` to be
 /// called when the work finishes.
 ///
@@ -49,13 +49,12 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Cancels the operation. Synchronous, non-blocking and idempotent; callable from any thread, before,
     /// during or after the operation. Only the first effective call acts.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let (action, hook) = inner.withLock {
-            inner -> (Machine.CancelAction, (@Sendable (CancellationReason) -> Void)?) in
+        let (action, hook, afterHook) = inner.withLock { inner in
             let action = inner.machine.cancel(reason)
             if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
                 inner.cancelRequestedAt = .now
             }
-            return (action, inner.hook)
+            return (action, inner.hook, inner.afterHook)
         }
         switch action {
         case .none:
@@ -63,6 +62,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         case .runHookThenResume(let waiter, let reason):
             hook?(reason)
             waiter.resume(throwing: reason.error)
+            afterHook?(reason)
         }
     }
 
@@ -122,6 +122,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
     ///     the canceller's thread, *before* the waiter resumes: when a cancelled wait throws, its hook has run.
     ///     Short, non-blocking, and it must not take a lock held while completing.
+    ///   - afterCancel: runs once, on the same thread, right *after* the waiter resumed, when `onCancel` ran:
+    ///     work that must start from inside the cancel but should not delay the waiter's return (a cancel
+    ///     request to a server). The same rules as `onCancel`.
     ///   - start: starts the operation; called at most once, never after a cancel that arrived first.
     /// - Throws: `CancellationError`, ``DeadlineExceededError``, or whatever the operation failed with.
     @inlinable
@@ -130,9 +133,11 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         deadline: ContinuousClock.Instant? = nil,
         shielded: Bool = false,
         onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
+        afterCancel: (@Sendable (CancellationReason) -> Void)? = nil,
         start: (CancellationCell<Success>) -> Void
     ) async throws -> Success {
-        let links = enter(boundTo: handle, deadline: deadline, shielded: shielded, onCancel: onCancel)
+        let links = enter(
+            boundTo: handle, deadline: deadline, shielded: shielded, onCancel: onCancel, afterCancel: afterCancel)
         defer { links.leave(self, handle: handle) }
         do {
             let value: any Sendable
@@ -170,11 +175,13 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         boundTo handle: ResourceHandle?,
         deadline: ContinuousClock.Instant?,
         shielded: Bool,
-        onCancel: (@Sendable (CancellationReason) -> Void)?
+        onCancel: (@Sendable (CancellationReason) -> Void)?,
+        afterCancel: (@Sendable (CancellationReason) -> Void)? = nil
     ) -> CancellationLinks {
-        if onCancel != nil || handle != nil {
+        if onCancel != nil || afterCancel != nil || handle != nil {
             inner.withLock { inner in
                 inner.hook = onCancel
+                inner.afterHook = afterCancel
                 inner.recordsLatency = handle != nil
             }
         }
@@ -202,10 +209,11 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             waiter.resume(with: kept ?? .failure(CancellationError()))
         case .start:
             start()
-            let (after, hook) = inner.withLock { ($0.machine.startReturned(), $0.hook) }
+            let (after, hook, afterHook) = inner.withLock { ($0.machine.startReturned(), $0.hook, $0.afterHook) }
             if case .runHookThenResume(let waiter, let reason) = after {
                 hook?(reason)
                 waiter.resume(throwing: reason.error)
+                afterHook?(reason)
             }
         }
     }
@@ -238,6 +246,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 struct CancellationCellState {
     var machine = CancellationStateMachine<CancellationWaiter>()
     var hook: (@Sendable (CancellationReason) -> Void)?
+    /// Runs after the waiter resumed, when `hook` ran (`run`'s `afterCancel`).
+    var afterHook: (@Sendable (CancellationReason) -> Void)?
     var cancelRequestedAt: StoredInstant?
     /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.
     var recordsLatency = false

@@ -4,7 +4,7 @@
 ///
 /// Adapters bind their blocking operations to the ``ResourceHandle`` they got at registration
 /// (`IOReactor.wait(for:_:boundTo:deadline:)`, `BlockingPool.run(boundTo:deadline:onCancel:_:)`,
-/// ``CancellationCell/run(boundTo:deadline:shielded:onCancel:start:)``), so that a cancelled scope or task
+/// ``CancellationCell/run(boundTo:deadline:shielded:onCancel:afterCancel:start:)``), so that a cancelled scope or task
 /// resumes them at once; `cancel()` is for stopping the *external* work: a Postgres cancel request, a socket
 /// shutdown, a signal to a child process.
 public protocol ManagedResource: AnyObject, Sendable {

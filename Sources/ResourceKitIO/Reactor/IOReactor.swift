@@ -142,10 +142,10 @@ public final class IOReactor: TaskExecutor, Sendable {
         try await wait(for: fd, interest, boundTo: handle, deadline: deadline, alsoOnCancel: nil)
     }
 
-    /// ``wait(for:_:boundTo:deadline:)``, and when a cancel wins while the wait is parked, `alsoOnCancel` runs
-    /// right after the waiter left the table, on the canceller's thread, before the waiter resumes (the rules of
-    /// `CancellationCell`'s hook: short, non-blocking). An adapter that stops its external work per wait (a
-    /// Postgres cancel request) passes it here instead of wrapping its waits in an operation of their own.
+    /// ``wait(for:_:boundTo:deadline:)``, and when a cancel wins while the wait is parked, `alsoOnCancel` runs on
+    /// the canceller's thread right after the waiter resumed (`CancellationCell`'s `afterCancel`: short,
+    /// non-blocking). An adapter that stops its external work per wait (a Postgres cancel request) passes it here
+    /// instead of wrapping its waits in an operation of their own.
     @discardableResult
     nonisolated(nonsending) package func wait(
         for fd: Int32,
@@ -160,10 +160,10 @@ public final class IOReactor: TaskExecutor, Sendable {
         let id = nextWaiter.add(1, ordering: .relaxed).newValue
         return try await cell.run(
             boundTo: handle, deadline: deadline,
-            onCancel: { reason in
+            onCancel: { _ in
                 self.removeWaiter(fd: fd, id: id)
-                alsoOnCancel?(reason)
-            }
+            },
+            afterCancel: alsoOnCancel
         ) { cell in
             self.register(fd: fd, interest: interest, id: id, cell: cell)
         }
