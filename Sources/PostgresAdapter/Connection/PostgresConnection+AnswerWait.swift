@@ -19,8 +19,9 @@ extension PostgresConnection {
     /// Cancellation: the wait is bound to the connection's handle (and the caller's operation); a look in
     /// progress stops at the task's or the handle's cancellation and parks, which then returns at once.
     ///
-    /// `onCancel` runs when a cancel wins while the wait is parked (``IOReactor``'s hook rules): a query that
-    /// runs without an operation of its own cancels itself on the server there.
+    /// `onCancel` runs when a cancel wins while the wait is parked, on the canceller's thread right after the wait
+    /// resumed (``IOReactor``'s `alsoOnCancel`): a query that runs without an operation of its own cancels itself
+    /// on the server there.
     func waitForAnswer(
         _ socket: Int32,
         lookedAgain: inout Bool,

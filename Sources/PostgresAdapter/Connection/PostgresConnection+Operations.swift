@@ -183,7 +183,8 @@ extension PostgresConnection {
     /// Flushes query `id`, then runs `body` (handed the query's cancel, for its waits), with no operation of its
     /// own: every wait of a query is a `CancellationCell` that joins every level of cancellation itself (the
     /// task, the handle, the borrowing scope, an enclosing operation of the caller's), so the query's cancel
-    /// rides on each wait's hook instead (``IOReactor``'s `alsoOnCancel`). A cancel that arrives between two
+    /// rides on each wait instead (``IOReactor``'s `alsoOnCancel`: run on the canceller's thread right after the
+    /// wait resumed). A cancel that arrives between two
     /// waits stops the next one before it parks, and ``abandoningOnEarlyExit(_:_:)`` sends the cancel; one
     /// that arrives after the last wait leaves the result standing, as with an operation. Saves a query the
     /// operation's object, its lock, its task-local and its cancellation handler (Docs/Architecture.md, "Three
@@ -316,7 +317,8 @@ extension PostgresConnection {
     /// - Parameters:
     ///   - bindToCaller: waits end when the resource is cancelled (the caller's operation). A drain is bounded
     ///     by `deadline` instead.
-    ///   - onCancel: runs when a cancel wins while a wait is parked (see ``collectWithoutOperation(_:_:)``).
+    ///   - onCancel: runs when a cancel wins while a wait is parked, right after it resumed (see
+    ///     ``collectWithoutOperation(_:_:)``).
     func awaitResults(
         _ id: QueryID,
         deadline: ContinuousClock.Instant?,
