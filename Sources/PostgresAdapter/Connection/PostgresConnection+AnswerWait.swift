@@ -19,15 +19,15 @@ extension PostgresConnection {
     /// Cancellation: the wait is bound to the connection's handle (and the caller's operation); a look in
     /// progress stops at the task's or the handle's cancellation and parks, which then returns at once.
     ///
-    /// `onCancel` runs when a cancel wins while the wait is parked, on the canceller's thread right after the wait
-    /// resumed (``IOReactor``'s `alsoOnCancel`): a query that runs without an operation of its own cancels itself
-    /// on the server there.
+    /// `afterCancel` runs when a cancel wins while the wait is parked, on the canceller's thread right after the
+    /// wait resumed (``IOReactor``'s `afterCancel`): a query that runs without an operation of its own cancels
+    /// itself on the server there.
     func waitForAnswer(
         _ socket: Int32,
         lookedAgain: inout Bool,
         bindToCaller: Bool = true,
         deadline: ContinuousClock.Instant? = nil,
-        onCancel: (@Sendable (CancellationReason) -> Void)? = nil
+        afterCancel: (@Sendable (CancellationReason) -> Void)? = nil
     ) async throws {
         let handle = self.handle
         let first = !lookedAgain
@@ -42,7 +42,7 @@ extension PostgresConnection {
             return
         }
         try await reactor.wait(
-            for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline, alsoOnCancel: onCancel)
+            for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline, afterCancel: afterCancel)
     }
 
     /// Whether a wait looks at the socket before parking: only a caller's own first wait for a query, never on the

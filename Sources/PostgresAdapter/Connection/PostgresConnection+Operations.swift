@@ -133,8 +133,8 @@ extension PostgresConnection {
     }
 
     /// Flushes the send buffer, waiting for writability. The caller is inside ``whileOnWire(_:_:)``, or passes
-    /// the query's cancel as `onCancel` (``collectWithoutOperation(_:_:)``).
-    func flush(_ id: QueryID, onCancel: (@Sendable (CancellationReason) -> Void)? = nil) async throws {
+    /// the query's cancel as `afterCancel` (``collectWithoutOperation(_:_:)``).
+    func flush(_ id: QueryID, afterCancel: (@Sendable (CancellationReason) -> Void)? = nil) async throws {
         while true {
             let (pending, socket) = try state.withLock { state -> (Int32, Int32) in
                 guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
@@ -145,7 +145,7 @@ extension PostgresConnection {
                 markBroken()
                 throw PostgresError(.connection, "could not send the query")
             }
-            try await reactor.wait(for: socket, .writable, boundTo: handle, deadline: nil, alsoOnCancel: onCancel)
+            try await reactor.wait(for: socket, .writable, boundTo: handle, deadline: nil, afterCancel: afterCancel)
         }
     }
 
@@ -155,8 +155,8 @@ extension PostgresConnection {
         let id = try send(sql, binds, singleRow: false)
         var results: [PostgresResult] = []
         var failure: PostgresError?
-        try await collectWithoutOperation(id) { onCancel in
-            let end = try await self.awaitResults(id, deadline: nil, bindToCaller: true, onCancel: onCancel) {
+        try await collectWithoutOperation(id) { cancelQuery in
+            let end = try await self.awaitResults(id, deadline: nil, bindToCaller: true, afterCancel: cancelQuery) {
                 result in
                 switch PQresultStatus(result) {
                 case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE, PGRES_EMPTY_QUERY:
@@ -183,23 +183,23 @@ extension PostgresConnection {
     /// Flushes query `id`, then runs `body` (handed the query's cancel, for its waits), with no operation of its
     /// own: every wait of a query is a `CancellationCell` that joins every level of cancellation itself (the
     /// task, the handle, the borrowing scope, an enclosing operation of the caller's), so the query's cancel
-    /// rides on each wait instead (``IOReactor``'s `alsoOnCancel`: run on the canceller's thread right after the
-    /// wait resumed). A cancel that arrives between two
-    /// waits stops the next one before it parks, and ``abandoningOnEarlyExit(_:_:)`` sends the cancel; one
-    /// that arrives after the last wait leaves the result standing, as with an operation. Saves a query the
-    /// operation's object, its lock, its task-local and its cancellation handler (Docs/Architecture.md, "Three
-    /// levels of cancellation"). `RESOURCEKIT_QUERY_OPERATION=always` runs it in ``whileOnWire(_:_:)`` instead
-    /// (the behaviour before, kept selectable while the benchmark compares the two).
+    /// rides on each wait instead (``IOReactor``'s `afterCancel`: run on the canceller's thread right after the
+    /// wait resumed). A cancel that arrives between two waits stops the next one before it parks, and
+    /// ``abandoningOnEarlyExit(_:_:)`` sends the cancel; one that arrives after the last wait leaves the result
+    /// standing, as with an operation. Saves a query the operation's object, its lock, its task-local and its
+    /// cancellation handler (Docs/Architecture.md, "Three levels of cancellation").
+    /// `RESOURCEKIT_QUERY_OPERATION=always` runs it in ``whileOnWire(_:_:)`` instead (the behaviour before, kept
+    /// selectable while the benchmark compares the two).
     func collectWithoutOperation<T>(
         _ id: QueryID, _ body: (@escaping @Sendable (CancellationReason) -> Void) async throws -> T
     ) async throws -> T {
-        let onCancel: @Sendable (CancellationReason) -> Void = { _ in self.requestCancel(id) }
+        let cancelQuery: @Sendable (CancellationReason) -> Void = { _ in self.requestCancel(id) }
         if Self.queryOperation == .always {
-            return try await flushThen(id) { try await body(onCancel) }
+            return try await flushThen(id) { try await body(cancelQuery) }
         }
         return try await abandoningOnEarlyExit(id) {
-            try await flush(id, onCancel: onCancel)
-            return try await body(onCancel)
+            try await flush(id, afterCancel: cancelQuery)
+            return try await body(cancelQuery)
         }
     }
 
@@ -317,13 +317,13 @@ extension PostgresConnection {
     /// - Parameters:
     ///   - bindToCaller: waits end when the resource is cancelled (the caller's operation). A drain is bounded
     ///     by `deadline` instead.
-    ///   - onCancel: runs when a cancel wins while a wait is parked, right after it resumed (see
+    ///   - afterCancel: runs when a cancel wins while a wait is parked, right after it resumed (see
     ///     ``collectWithoutOperation(_:_:)``).
     func awaitResults(
         _ id: QueryID,
         deadline: ContinuousClock.Instant?,
         bindToCaller: Bool,
-        onCancel: (@Sendable (CancellationReason) -> Void)? = nil,
+        afterCancel: (@Sendable (CancellationReason) -> Void)? = nil,
         consume: (OpaquePointer) -> Bool
     ) async throws -> ResultsEnd {
         var spunOnce = false
@@ -335,7 +335,8 @@ extension PostgresConnection {
                 return end
             case .wait(let socket):
                 try await waitForAnswer(
-                    socket, lookedAgain: &spunOnce, bindToCaller: bindToCaller, deadline: deadline, onCancel: onCancel)
+                    socket, lookedAgain: &spunOnce, bindToCaller: bindToCaller, deadline: deadline,
+                    afterCancel: afterCancel)
             }
         }
     }

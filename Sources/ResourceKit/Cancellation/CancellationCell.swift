@@ -49,20 +49,15 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Cancels the operation. Synchronous, non-blocking and idempotent; callable from any thread, before,
     /// during or after the operation. Only the first effective call acts.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let (action, hook, afterHook) = inner.withLock { inner in
+        let (action, hooks) = inner.withLock { inner in
             let action = inner.machine.cancel(reason)
             if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
                 inner.cancelRequestedAt = .now
             }
-            return (action, inner.hook, inner.afterHook)
+            return (action, inner.hooks)
         }
-        switch action {
-        case .none:
-            break
-        case .runHookThenResume(let waiter, let reason):
-            hook?(reason)
-            waiter.resume(throwing: reason.error)
-            afterHook?(reason)
+        if case .runHookThenResume(let waiter, let reason) = action {
+            hooks.run(resuming: waiter, with: reason)
         }
     }
 
@@ -180,8 +175,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ) -> CancellationLinks {
         if onCancel != nil || afterCancel != nil || handle != nil {
             inner.withLock { inner in
-                inner.hook = onCancel
-                inner.afterHook = afterCancel
+                inner.hooks = CancellationHooks(before: onCancel, after: afterCancel)
                 inner.recordsLatency = handle != nil
             }
         }
@@ -209,11 +203,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             waiter.resume(with: kept ?? .failure(CancellationError()))
         case .start:
             start()
-            let (after, hook, afterHook) = inner.withLock { ($0.machine.startReturned(), $0.hook, $0.afterHook) }
+            let (after, hooks) = inner.withLock { ($0.machine.startReturned(), $0.hooks) }
             if case .runHookThenResume(let waiter, let reason) = after {
-                hook?(reason)
-                waiter.resume(throwing: reason.error)
-                afterHook?(reason)
+                hooks.run(resuming: waiter, with: reason)
             }
         }
     }
@@ -241,13 +233,24 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 @usableFromInline typealias CancellationWaiter = UnsafeContinuation<any Sendable, any Error>
 #endif
 
+/// What a cancel that wins against a started operation runs, in this order, on the cancelling thread: the
+/// adapter's hook (`run`'s `onCancel`), the waiter's resume, then `run`'s `afterCancel`.
+struct CancellationHooks {
+    var before: (@Sendable (CancellationReason) -> Void)?
+    var after: (@Sendable (CancellationReason) -> Void)?
+
+    func run(resuming waiter: CancellationWaiter, with reason: CancellationReason) {
+        before?(reason)
+        waiter.resume(throwing: reason.error)
+        after?(reason)
+    }
+}
+
 /// A cell's state under its lock. Not nested in the generic cell: a nested type's metadata depends on `Success`
 /// and is looked up at run time (a hash lookup on every cell made, locked and freed); this one is static.
 struct CancellationCellState {
     var machine = CancellationStateMachine<CancellationWaiter>()
-    var hook: (@Sendable (CancellationReason) -> Void)?
-    /// Runs after the waiter resumed, when `hook` ran (`run`'s `afterCancel`).
-    var afterHook: (@Sendable (CancellationReason) -> Void)?
+    var hooks = CancellationHooks()
     var cancelRequestedAt: StoredInstant?
     /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.
     var recordsLatency = false

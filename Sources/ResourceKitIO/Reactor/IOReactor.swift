@@ -139,11 +139,11 @@ public final class IOReactor: TaskExecutor, Sendable {
         boundTo handle: ResourceHandle? = nil,
         deadline: ContinuousClock.Instant? = nil
     ) async throws -> IOEvents {
-        try await wait(for: fd, interest, boundTo: handle, deadline: deadline, alsoOnCancel: nil)
+        try await wait(for: fd, interest, boundTo: handle, deadline: deadline, afterCancel: nil)
     }
 
-    /// ``wait(for:_:boundTo:deadline:)``, and when a cancel wins while the wait is parked, `alsoOnCancel` runs on
-    /// the canceller's thread right after the waiter resumed (`CancellationCell`'s `afterCancel`: short,
+    /// ``wait(for:_:boundTo:deadline:)``, and when a cancel wins while the wait is parked, `afterCancel` runs on
+    /// the canceller's thread right after the waiter resumed (as `CancellationCell`'s `afterCancel`: short,
     /// non-blocking). An adapter that stops its external work per wait (a Postgres cancel request) passes it here
     /// instead of wrapping its waits in an operation of their own.
     @discardableResult
@@ -152,7 +152,7 @@ public final class IOReactor: TaskExecutor, Sendable {
         _ interest: IOInterest,
         boundTo handle: ResourceHandle?,
         deadline: ContinuousClock.Instant?,
-        alsoOnCancel: (@Sendable (CancellationReason) -> Void)?
+        afterCancel: (@Sendable (CancellationReason) -> Void)?
     ) async throws -> IOEvents {
         if let setupError { throw setupError }
         let cell = CancellationCell<IOEvents>()
@@ -163,7 +163,7 @@ public final class IOReactor: TaskExecutor, Sendable {
             onCancel: { _ in
                 self.removeWaiter(fd: fd, id: id)
             },
-            afterCancel: alsoOnCancel
+            afterCancel: afterCancel
         ) { cell in
             self.register(fd: fd, interest: interest, id: id, cell: cell)
         }
