@@ -35,9 +35,10 @@ let package = Package(
         .target(
             name: "ResourceKit",
             dependencies: ["CSystemShims"],
-            // Debug builds (and the sanitizer passes) resume checked continuations, release builds unsafe
-            // ones: see `CancellationWaiter`.
-            swiftSettings: strict + [.define("RESOURCEKIT_CHECKED_CONTINUATIONS", .when(configuration: .debug))]
+            // Debug builds (and the sanitizer passes) resume checked continuations and lock a cell with the
+            // pthread mutex the thread sanitizer sees; release builds use unsafe continuations and an inline
+            // `Mutex`: see `CancellationWaiter` and `CancellationCellLock`.
+            swiftSettings: strict + [.define("RESOURCEKIT_CHECKED_SYNCHRONIZATION", .when(configuration: .debug))]
         ),
         // The I/O runtime: the epoll reactor, the blocking pool, guarded descriptors, Syscall, byte streams.
         .target(

@@ -101,8 +101,12 @@ extension PostgresConnection {
                 try Self.sendCarried(conn, sql, binds, deadline: carry, &state)
                 return state.machine.sent(mode: .carried(.init(deadline: carry)))
             }
-            let sent = PostgresWireText.withParameters(binds) { types, values in
-                PQsendQueryParams(conn, sql, Int32(binds.count), types, values, nil, nil, 0)
+            // `withCString`, not the implicit conversion: that copies a short (small-string) statement into a
+            // new array on every call, `withCString` onto the stack.
+            let sent = sql.withCString { text in
+                PostgresWireText.withParameters(binds) { types, values in
+                    PQsendQueryParams(conn, text, Int32(binds.count), types, values, nil, nil, 0)
+                }
             }
             guard sent == 1 else {
                 let message = String(cString: PQerrorMessage(conn)).trimmingSpaces

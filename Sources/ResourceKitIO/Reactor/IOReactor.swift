@@ -261,6 +261,10 @@ public final class IOReactor: TaskExecutor, Sendable {
         let epfd = epollFD
         var batch: [UnownedJob] = []
         let executor = asUnownedTaskExecutor()
+        // Reused from one batch of events to the next: an event allocates nothing on this thread.
+        var ready: [(CancellationCell<IOEvents>, IOEvents)] = []
+        var rearm: [Table.Request] = []
+        ready.reserveCapacity(capacity)
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         while true {
             // Take the queued jobs, or note that the wait below must be woken for the next one.
@@ -281,8 +285,6 @@ public final class IOReactor: TaskExecutor, Sendable {
             }
             let count = max(Int(n), 0)
             var woken = false
-            var ready: [(CancellationCell<IOEvents>, IOEvents)] = []
-            var rearm: [Table.Request] = []
             withTable { state in
                 // Awake: the waiters resumed below enqueue their tasks here without signalling the eventfd.
                 state.sleeping = false
@@ -292,7 +294,8 @@ public final class IOReactor: TaskExecutor, Sendable {
                         continue
                     }
                     let (fired, request) = state.table.fire(registration: registrations[i], events: events[i])
-                    ready += fired
+                    if let reader = fired.reader { ready.append(reader) }
+                    if let writer = fired.writer { ready.append(writer) }
                     if let request { rearm.append(request) }
                 }
             }
@@ -300,9 +303,11 @@ public final class IOReactor: TaskExecutor, Sendable {
             for (waiter, reported) in ready {
                 waiter.succeed(reported)
             }
+            ready.removeAll(keepingCapacity: true)
             for request in rearm {
                 perform(request)
             }
+            rearm.removeAll(keepingCapacity: true)
         }
         loopThread.store(0, ordering: .relaxed)
         let leftover = state.withLock { state -> [UnownedJob] in

@@ -35,7 +35,32 @@ struct ReadinessTable<Waiter> {
         var events: UInt32
         var registration: UInt64
         /// The waiters (and contenders) whose registration this call confirms.
-        var covers: [UInt64] = []
+        var covers = Covers()
+    }
+
+    /// The ids a kernel call confirms: the reader's and the writer's inline, contenders (rare) in an array, so that
+    /// the call of an ordinary wait allocates nothing.
+    struct Covers: Equatable, Sendable {
+        var reader: UInt64?
+        var writer: UInt64?
+        var contenders: [UInt64] = []
+
+        func contains(_ id: UInt64) -> Bool {
+            reader == id || writer == id || contenders.contains(id)
+        }
+    }
+
+    /// The waiters an event resumes: at most a reader and a writer, held inline (no array per event).
+    struct Ready: Sequence {
+        var reader: (Waiter, IOEvents)?
+        var writer: (Waiter, IOEvents)?
+
+        var isEmpty: Bool { reader == nil && writer == nil }
+
+        func makeIterator() -> IndexingIterator<[(Waiter, IOEvents)]> {
+            // For tests and rare callers; the reactor's loop reads `reader` and `writer`.
+            ([reader, writer].compactMap { $0 }).makeIterator()
+        }
     }
 
     /// A waiter that must fail, and why.
@@ -149,24 +174,24 @@ struct ReadinessTable<Waiter> {
 
     /// The kernel reported `events` for `registration` (its one-shot registration is now disarmed).
     /// Returns the waiters to resume and the re-arming call if waiters remain. Stale registrations are ignored.
-    mutating func fire(registration: UInt64, events: UInt32) -> (ready: [(Waiter, IOEvents)], Request?) {
+    mutating func fire(registration: UInt64, events: UInt32) -> (ready: Ready, Request?) {
         let fd = Self.descriptor(of: registration)
         guard var entry = entries[fd], entry.registration == registration
         else {
-            return ([], nil)
+            return (Ready(), nil)
         }
         entry.kernel = .disarmed
         if entry.syncing { entry.firedWhileSyncing = true }
         let reported = IOEvents(epoll: events)
         let readable = events & (rk_EPOLLIN | rk_EPOLLRDHUP | rk_EPOLLHUP | rk_EPOLLERR) != 0
         let writable = events & (rk_EPOLLOUT | rk_EPOLLHUP | rk_EPOLLERR) != 0
-        var ready: [(Waiter, IOEvents)] = []
+        var ready = Ready()
         if readable, let reader = entry.reader {
-            ready.append((reader.waiter, reported))
+            ready.reader = (reader.waiter, reported)
             entry.reader = nil
         }
         if writable, let writer = entry.writer {
-            ready.append((writer.waiter, reported))
+            ready.writer = (writer.waiter, reported)
             entry.writer = nil
         }
         store(entry, at: fd)
@@ -268,7 +293,9 @@ struct ReadinessTable<Waiter> {
         }
         entry.syncing = true
         entries[fd] = entry
-        let covers = [entry.reader?.id, entry.writer?.id].compactMap { $0 } + entry.contenders.map(\.slot.id)
+        let covers = Covers(
+            reader: entry.reader?.id, writer: entry.writer?.id,
+            contenders: entry.contenders.isEmpty ? [] : entry.contenders.map(\.slot.id))
         return Request(op: op, fd: fd, events: wanted, registration: entry.registration, covers: covers)
     }
 
