@@ -83,7 +83,8 @@ let package = Package(
         .target(
             name: "PostgresAdapter",
             dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitPatterns", "CLibPQ"],
-            swiftSettings: strict
+            // As in ResourceKit: the pool's queued leases resume checked continuations in debug builds.
+            swiftSettings: strict + [.define("RESOURCEKIT_CHECKED_SYNCHRONIZATION", .when(configuration: .debug))]
         ),
         .target(
             name: "EmbeddedPostgres",

@@ -1,6 +1,14 @@
+import ResourceKit
+
 /// The pool's decisions as a value: who gets which connection, when to open one, when a returned connection
 /// is cleaned before anyone sees it, when a waiter leaves. Tested without I/O (`PoolStateMachineTests`);
 /// ``PostgresPool`` performs the actions after releasing its lock.
+///
+/// Waiters: a waiter this machine hands out (``ReleaseAction/handOver(_:_:)``, ``slotFreed()``,
+/// ``cancel(id:reason:asked:)``, ``openFailed()``, ``close()``) has left the queue in the same step, so each is
+/// handed out exactly once and the pool resumes it without asking whether it is still there. A cancel and a
+/// handover at the same instant are ordered by the pool's lock: the waiter either leaves the queue (cancelled)
+/// or gets the connection (the cancel came after; its next query sees it).
 ///
 /// Slots: `total` counts every connection the pool is responsible for (idle, leased, being cleaned, being
 /// opened). A slot freed by a discarded connection goes straight to the first waiter, who opens a new
@@ -14,6 +22,9 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     let capacity: Int
     private(set) var waiters: [(id: UInt64, waiter: Waiter)] = []
     private(set) var closed = false
+    /// Cancels that reached a lease before it asked to queue (``cancel(id:reason:asked:)``): the lease finds its
+    /// reason when it asks (``lease(id:waiter:)``). Empty but for that instant.
+    private(set) var cancelledBeforeAsking: [UInt64: CancellationReason] = [:]
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
@@ -24,6 +35,8 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         /// Park the waiter.
         case wait
         case fail
+        /// The lease was cancelled before it asked: throw the reason's error.
+        case cancelled(CancellationReason)
     }
 
     /// A lease that needs no waiter: an idle connection or a free slot, when nobody waits before the caller;
@@ -40,21 +53,21 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     }
 
     mutating func lease(id: UInt64, waiter: Waiter) -> LeaseAction {
+        if let reason = cancelledBeforeAsking.removeValue(forKey: id) { return .cancelled(reason) }
         if let action = leaseWithoutWaiting() { return action }
         waiters.append((id, waiter))
         return .wait
     }
 
     enum ReleaseAction {
-        /// Hand the connection to this waiter (if the waiter turns out cancelled, release it again).
+        /// Hand the connection to this waiter (it has left the queue).
         case handOver(Connection, Waiter)
         case keepIdle
         /// Clean the connection, then report ``resetFinished(_:clean:)``. Nobody sees it meanwhile.
         case reset(Connection)
         /// Close the connection (discarded, or the pool is closed).
         case close(Connection)
-        /// Close the connection; its slot went to this waiter, who opens a new one (if the waiter turns out
-        /// cancelled, call ``slotFreed()``).
+        /// Close the connection; its slot went to this waiter (it has left the queue), who opens a new one.
         case closeAndOpenFor(Connection, Waiter)
     }
 
@@ -85,8 +98,7 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         return release(connection, clean ? .clean : .broken)
     }
 
-    /// A slot was given up (an open failed, its lessee left, a waiter handed a slot was already gone). The
-    /// first waiter gets it, or it is freed.
+    /// A slot was given up (an open failed, its lessee left). The first waiter gets it, or it is freed.
     mutating func slotFreed() -> Waiter? {
         if !closed, !waiters.isEmpty { return waiters.removeFirst().waiter }
         total -= 1
@@ -100,12 +112,17 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         return waiters.map(\.waiter)
     }
 
-    /// A parked waiter was cancelled: it leaves the queue at once. Returns `false` if it was not parked (it
-    /// was already handed a connection or a slot, which then comes back through `release` or `slotFreed`).
-    mutating func cancel(id: UInt64) -> Bool {
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return false }
-        waiters.remove(at: index)
-        return true
+    /// Lease `id` was cancelled. `asked`: the lease has called ``lease(id:waiter:)`` already. If it is parked it
+    /// leaves the queue and is returned (resume it with the reason's error); if it was handed a connection or a
+    /// slot, the cancel came after that and changes nothing (`nil`). A lease that has not asked yet finds the
+    /// reason when it does. Only the first reason counts.
+    mutating func cancel(id: UInt64, reason: CancellationReason, asked: Bool) -> Waiter? {
+        guard asked else {
+            if cancelledBeforeAsking[id] == nil { cancelledBeforeAsking[id] = reason }
+            return nil
+        }
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
+        return waiters.remove(at: index).waiter
     }
 
     /// Closes the pool: idle connections and parked waiters are returned to be closed and failed.

@@ -23,14 +23,25 @@ import Synchronization
 ///   and every task waiting for a connection get its ``PostgresError`` (`connectionTimedOut` or `connection`)
 ///   at once, and the slot is freed.
 ///
-/// Cancellation: waiting for a connection is cancellable: the waiter leaves the queue at once, and a
-/// connection (or a free slot) handed to it at the same instant goes back to the pool (never leaked). The
+/// Cancellation: waiting for a connection is cancellable: the waiter leaves the queue at once and throws. A cancel
+/// and a connection (or a free slot) handed to the waiter at the same instant are ordered by the pool's lock:
+/// either the waiter leaves (the connection goes to the next one or stays idle) or it gets the connection, and
+/// its next query then sees the cancel; nothing is leaked either way. The
 /// calling task's scope is the *borrowing scope* of the wait and of every operation on the leased connection
 /// (Docs/Architecture.md, "Three levels of cancellation"): its deadline and `ResourceScope.cancel()` end them
 /// with `DeadlineExceededError` or `CancellationError`, the query is cancelled on the server, and the pool
 /// cleans the connection and keeps it. Queries inside `withConnection` otherwise behave as on any connection.
 public final class PostgresPool: Sendable {
-    private typealias Machine = PoolStateMachine<PostgresConnection, CancellationCell<Grant>>
+    private typealias Machine = PoolStateMachine<PostgresConnection, LeaseWaiter>
+
+    /// A queued lease's continuation. The machine hands each waiter out exactly once (it leaves the queue in the
+    /// same step), so release builds resume an unsafe one; debug builds, and so the sanitizer passes, a checked one
+    /// (`RESOURCEKIT_CHECKED_SYNCHRONIZATION`, as for the core's cells).
+    #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
+    private typealias LeaseWaiter = CheckedContinuation<Grant, any Error>
+    #else
+    private typealias LeaseWaiter = UnsafeContinuation<Grant, any Error>
+    #endif
 
     /// What a waiter is handed.
     private enum Grant: Sendable {
@@ -164,7 +175,7 @@ public final class PostgresPool: Sendable {
     private func lease() async throws -> PostgresConnection {
         while true {
             try Task.checkCancellation()
-            // The common case, an idle connection or a free slot with nobody queued, takes no cell and does not
+            // The common case, an idle connection or a free slot with nobody queued, takes no number and does not
             // suspend; only a lease that has to queue parks (and is then cancellable while it waits).
             let grant: Grant
             switch withMachine({ $0.leaseWithoutWaiting() }) {
@@ -174,6 +185,8 @@ public final class PostgresPool: Sendable {
                 grant = .slot
             case .fail?:
                 throw PostgresError(.poolClosed, "the pool was shut down")
+            case .cancelled(let reason)?:
+                throw reason.error  // only a numbered lease is refused for an earlier cancel
             case .wait?, nil:
                 grant = try await waitForGrant()
             }
@@ -193,30 +206,60 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    /// Queues for a connection or a slot; the queued waiter leaves the queue when its task (or borrowing scope) is
-    /// cancelled.
+    /// Queues for a connection or a slot; the queued waiter leaves the queue when its task (or borrowing scope, or
+    /// enclosing operation) is cancelled.
+    ///
+    /// No `CancellationCell`: the pool's lock already decides who gets what, so the queue holds the continuation
+    /// itself and every hand-out leaves the queue under that lock (see ``PoolStateMachine``). The lease is
+    /// numbered before the cancellation handler is installed, so that a cancel arriving before the lease asked to
+    /// queue can name it (the machine keeps the reason until it asks).
     private func waitForGrant() async throws -> Grant {
-        let id = nextID.add(1, ordering: .relaxed).newValue
-        let cell = CancellationCell<Grant>()
-        // A strong reference: the caller holds the pool for as long as it waits, and the cell lets the hook go
-        // with itself (a weak one cost a side-table reference and a weak load on every queued lease).
-        return try await cell.run(onCancel: { _ in
-            _ = self.withMachine { $0.cancel(id: id) }
-        }) { cell in
-            // Parked inside the start closure: a handover can never come before the suspension.
-            switch withMachine({ $0.lease(id: id, waiter: cell) }) {
-            case .use(let connection):
-                if !cell.succeed(.connection(connection)) {
-                    perform(withMachine { $0.release(connection, .clean) })
-                }
-            case .open:
-                if !cell.succeed(.slot) { giveUpSlot() }
-            case .wait:
-                break
-            case .fail:
-                cell.fail(PostgresError(.poolClosed, "the pool was shut down"))
-            }
+        let lease = QueuedLease(pool: self, id: nextID.add(1, ordering: .relaxed).newValue)
+        let links = CancellationLinks.joinCallersLevels(lease)
+        defer { links.leave(lease) }
+        return try await withTaskCancellationHandler {
+            try await parkInQueue(lease)
+        } onCancel: {
+            lease.cancel(.cancelled)
         }
+    }
+
+    private func parkInQueue(_ lease: QueuedLease) async throws -> Grant {
+        #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
+        try await withCheckedThrowingContinuation { ask(lease, waiter: $0) }
+        #else
+        try await withUnsafeThrowingContinuation { ask(lease, waiter: $0) }
+        #endif
+    }
+
+    /// The lease asks the machine, once; parked, or resumed at once with what it got.
+    private func ask(_ lease: QueuedLease, waiter: LeaseWaiter) {
+        let action = withMachine { machine -> Machine.LeaseAction in
+            // Under the lock, with the ask itself: a cancel from now on looks in the queue.
+            lease.asked.store(true, ordering: .relaxed)
+            return machine.lease(id: lease.id, waiter: waiter)
+        }
+        switch action {
+        case .use(let connection):
+            waiter.resume(returning: .connection(connection))
+        case .open:
+            waiter.resume(returning: .slot)
+        case .wait:
+            break
+        case .fail:
+            waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down"))
+        case .cancelled(let reason):
+            waiter.resume(throwing: reason.error)
+        }
+    }
+
+    /// A queued lease was cancelled (its task, its borrowing scope or its enclosing operation): it leaves the
+    /// queue at once, or, if it has not asked yet, finds the reason when it does.
+    fileprivate func cancel(_ lease: QueuedLease, _ reason: CancellationReason) {
+        let waiter = withMachine { machine in
+            machine.cancel(id: lease.id, reason: reason, asked: lease.asked.load(ordering: .relaxed))
+        }
+        waiter?.resume(throwing: reason.error)
     }
 
     /// Opens a connection in a slot the caller holds; gives the slot up if that fails.
@@ -238,45 +281,35 @@ public final class PostgresPool: Sendable {
             if let failure = error as? PostgresError, failure.code == .connection || failure.code == .connectionTimedOut
             {
                 // The server is unreachable or silent: the tasks queued behind this open would only repeat it.
-                for waiter in withMachine({ $0.openFailed() }) { waiter.fail(failure) }
+                for waiter in withMachine({ $0.openFailed() }) { waiter.resume(throwing: failure) }
             }
             giveUpSlot()
             throw error
         }
     }
 
-    /// A slot nobody uses any more: to the first waiter still waiting, or freed.
+    /// A slot nobody uses any more: to the first waiter, or freed.
     private func giveUpSlot() {
-        while let waiter = withMachine({ $0.slotFreed() }) {
-            if waiter.succeed(.slot) { return }
-        }
+        withMachine { $0.slotFreed() }?.resume(returning: .slot)
     }
 
     /// Performs a release decision (outside the lock).
     private func perform(_ action: Machine.ReleaseAction) {
-        var action = action
-        while true {
-            switch action {
-            case .keepIdle:
-                return
-            case .handOver(let connection, let waiter):
-                if waiter.succeed(.handedOver(connection)) { return }
-                // That waiter was cancelled at this instant: the next one, or idle.
-                action = withMachine { $0.release(connection, .clean) }
-            case .reset(let connection):
-                background.start {
-                    let clean = await connection.resetForReuse()
-                    self.perform(self.withMachine { $0.resetFinished(connection, clean: clean) })
-                }
-                return
-            case .close(let connection):
-                background.start { await connection.handle?.close() }
-                return
-            case .closeAndOpenFor(let connection, let waiter):
-                background.start { await connection.handle?.close() }
-                if !waiter.succeed(.slot) { giveUpSlot() }
-                return
+        switch action {
+        case .keepIdle:
+            return
+        case .handOver(let connection, let waiter):
+            waiter.resume(returning: .handedOver(connection))
+        case .reset(let connection):
+            background.start {
+                let clean = await connection.resetForReuse()
+                self.perform(self.withMachine { $0.resetFinished(connection, clean: clean) })
             }
+        case .close(let connection):
+            background.start { await connection.handle?.close() }
+        case .closeAndOpenFor(let connection, let waiter):
+            background.start { await connection.handle?.close() }
+            waiter.resume(returning: .slot)
         }
     }
 
@@ -290,10 +323,29 @@ public final class PostgresPool: Sendable {
     /// and its control connection are done.
     public func shutdown() async {
         let (idle, waiters) = withMachine { $0.close() }
-        for waiter in waiters { waiter.fail(PostgresError(.poolClosed, "the pool was shut down")) }
+        for waiter in waiters { waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down")) }
         for connection in idle { await connection.handle?.close() }
         await background.waitForAll()
         await cancelChannel?.close()
+    }
+}
+
+/// A lease waiting in a pool's queue, as its task's, borrowing scope's and enclosing operation's cancellation
+/// see it. Its state lives in the pool's machine, under the pool's lock; `asked` is only read and written under
+/// that lock too (an atomic only so that the class is `Sendable` without an unchecked promise).
+private final class QueuedLease: CancellableOperation {
+    let pool: PostgresPool
+    let id: UInt64
+    /// The lease has asked the machine (``PoolStateMachine/lease(id:waiter:)``): a cancel looks in the queue.
+    let asked = Atomic<Bool>(false)
+
+    init(pool: PostgresPool, id: UInt64) {
+        self.pool = pool
+        self.id = id
+    }
+
+    func cancel(_ reason: CancellationReason) {
+        pool.cancel(self, reason)
     }
 }
 

@@ -1,7 +1,9 @@
 /// Something in flight that can be told to stop: the type-erased face of a ``CancellationCell`` that
-/// ``ResourceHandle`` keeps for every operation running on a resource.
+/// ``ResourceHandle`` keeps for every operation running on a resource. Package-wide so that an adapter's own
+/// waiter that is not a cell (the Postgres pool's queued lease) can join the caller's levels of cancellation
+/// (``CancellationLinks/joinCallersLevels(_:)``).
 @usableFromInline
-protocol CancellableOperation: AnyObject, Sendable {
+package protocol CancellableOperation: AnyObject, Sendable {
     /// Stops the operation for `reason`. Synchronous, non-blocking, idempotent, callable from any thread.
     func cancel(_ reason: CancellationReason)
 }

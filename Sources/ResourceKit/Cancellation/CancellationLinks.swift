@@ -3,7 +3,7 @@
 /// cancellation"): the enclosing operation, the resource's handle, the borrowing scope, its own deadline's timer.
 /// Undone by ``leave(_:handle:)`` when it ends. Not generic: the cell's wait pays no metadata lookup for it.
 @usableFromInline
-struct CancellationLinks {
+package struct CancellationLinks {
     let enclosing: ResourceOperation?
     let borrowed: ResourceScope?
     let timer: DeadlineTimerID?
@@ -31,6 +31,20 @@ struct CancellationLinks {
             }
         }
         return CancellationLinks(enclosing: enclosing, borrowed: borrowed, timer: timer)
+    }
+
+    /// For a waiter of an adapter's own that is not a ``CancellationCell`` (it parks on a continuation it
+    /// keeps itself, as the Postgres pool's queued lease does): links `member` to the calling task's enclosing
+    /// operation and innermost scope, as a cell's wait would be (bound to no handle, no deadline of its own).
+    /// Either may cancel `member` at once, from inside this call. The task's own cancellation is the caller's
+    /// (`withTaskCancellationHandler`). Undo with ``leave(_:)``.
+    package static func joinCallersLevels(_ member: any CancellableOperation) -> CancellationLinks {
+        link(member, handle: nil, enclosing: ResourceOperation.current, scope: ResourceScope.current, deadline: nil)
+    }
+
+    /// `member`, joined with ``joinCallersLevels(_:)``, ended: it leaves everything it joined.
+    package func leave(_ member: any CancellableOperation) {
+        leave(member, handle: nil)
     }
 
     /// `member` ended: its timer is cancelled and it leaves everything it joined.

@@ -1,11 +1,21 @@
 import Testing
 
+import ResourceKit
+
 @testable import PostgresAdapter
 
 /// The pool's decisions as a pure value: no server, no I/O.
 @Suite struct PoolStateMachineTests {
     final class Connection {}
     typealias Machine = PoolStateMachine<Connection, String>
+
+    /// A pool of one: lease 1 ("a") opened the slot, lease 2 ("b") is queued behind it.
+    static func aLeasedAndBQueued() -> Machine {
+        var machine = Machine(capacity: 1)
+        _ = machine.lease(id: 1, waiter: "a")
+        _ = machine.lease(id: 2, waiter: "b")
+        return machine
+    }
 
     @Test func opensUpToCapacityThenParks() {
         var machine = Machine(capacity: 2)
@@ -54,9 +64,7 @@ import Testing
     }
 
     @Test func aCleanReturnGoesToTheFirstWaiterElseIdle() {
-        var machine = Machine(capacity: 1)
-        _ = machine.lease(id: 1, waiter: "a")
-        _ = machine.lease(id: 2, waiter: "b")
+        var machine = Self.aLeasedAndBQueued()
         let connection = Connection()
         guard case .handOver(let handed, "b") = machine.release(connection, .clean) else {
             Issue.record("expected a handover to b")
@@ -75,9 +83,7 @@ import Testing
     }
 
     @Test func aDirtyReturnIsCleanedBeforeAnyoneSeesIt() {
-        var machine = Machine(capacity: 1)
-        _ = machine.lease(id: 1, waiter: "a")
-        _ = machine.lease(id: 2, waiter: "b")
+        var machine = Self.aLeasedAndBQueued()
         let connection = Connection()
         guard case .reset = machine.release(connection, .needsReset) else {
             Issue.record("expected a reset")
@@ -93,9 +99,7 @@ import Testing
     }
 
     @Test func aFailedResetFreesTheSlotForTheNextWaiter() {
-        var machine = Machine(capacity: 1)
-        _ = machine.lease(id: 1, waiter: "a")
-        _ = machine.lease(id: 2, waiter: "b")
+        var machine = Self.aLeasedAndBQueued()
         let connection = Connection()
         _ = machine.release(connection, .needsReset)
         guard case .closeAndOpenFor(_, "b") = machine.resetFinished(connection, clean: false) else {
@@ -116,20 +120,52 @@ import Testing
     }
 
     @Test func aCancelledWaiterLeavesAndASlotGivenUpGoesOnOrIsFreed() {
-        var machine = Machine(capacity: 1)
-        _ = machine.lease(id: 1, waiter: "a")
-        _ = machine.lease(id: 2, waiter: "b")
+        var machine = Self.aLeasedAndBQueued()
         _ = machine.lease(id: 3, waiter: "c")
-        let step1 = machine.cancel(id: 2)
-        #expect(step1)
-        let step2 = machine.cancel(id: 2)
-        #expect(!step2)
+        let step1 = machine.cancel(id: 2, reason: .cancelled, asked: true)
+        #expect(step1 == "b")
+        let step2 = machine.cancel(id: 2, reason: .cancelled, asked: true)
+        #expect(step2 == nil)
         let step3 = machine.slotFreed()
         #expect(step3 == "c")
         #expect(machine.total == 1)
         let step4 = machine.slotFreed()
         #expect(step4 == nil)
         #expect(machine.total == 0)
+    }
+
+    /// A cancel that reaches a lease before it asked to queue (its task was cancelled while it took its number)
+    /// is kept for it: the lease is refused when it asks, gets nothing, and leaves nothing behind.
+    @Test func aCancelBeforeTheLeaseAskedIsFoundWhenItAsks() {
+        var machine = Machine(capacity: 1)
+        _ = machine.lease(id: 1, waiter: "a")
+        #expect(machine.cancel(id: 2, reason: .cancelled, asked: false) == nil)
+        let deadline = ContinuousClock.now
+        #expect(machine.cancel(id: 2, reason: .deadlineExceeded(deadline), asked: false) == nil)
+        guard case .cancelled(let reason) = machine.lease(id: 2, waiter: "b") else {
+            Issue.record("expected the lease to be refused")
+            return
+        }
+        #expect(reason == .cancelled)  // the first reason counts
+        #expect(machine.waiters.isEmpty)
+        #expect(machine.cancelledBeforeAsking.isEmpty)
+        #expect(machine.total == 1)
+    }
+
+    /// A cancel after the waiter was handed a connection changes nothing: the hand-out took it out of the queue,
+    /// so the connection is never handed out twice, and nothing is recorded for a lease that will not ask again.
+    @Test func aCancelAfterTheHandOverChangesNothing() {
+        var machine = Self.aLeasedAndBQueued()
+        let connection = Connection()
+        guard case .handOver(let handed, let waiter) = machine.release(connection, .clean) else {
+            Issue.record("expected a hand-over")
+            return
+        }
+        #expect(handed === connection && waiter == "b")
+        #expect(machine.cancel(id: 2, reason: .cancelled, asked: true) == nil)
+        #expect(machine.cancelledBeforeAsking.isEmpty)
+        #expect(machine.waiters.isEmpty)
+        #expect(machine.idle.isEmpty)
     }
 
     @Test func closeFailsWaitersReturnsIdleAndClosesWhatComesBack() {
