@@ -93,7 +93,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     ///     check diffs the whole process's descriptors across `make`, which is only right when nothing else in
     ///     the process opens or closes descriptors meanwhile (a serialized run with no other suite).
     ///   - testSideDescriptors: with the diff only: descriptors that `make` opened for the test's side (a peer
-    ///     socket, a FIFO's    ///     writer), which the resource does not own: they are left out of the leak check.
+    ///     socket, a FIFO's writer), which the resource does not own: they are left out of the leak check.
     ///   - exchange: one request and its reply: sends a request carrying `token` and returns the reply, which
     ///     must be `token` (an echo, `SELECT $1`). Enables the reuse and checkpoint checks.
     ///   - externalWorkRunning: "is the blocking operation's work still running outside the process?" (a

@@ -29,7 +29,7 @@ import Testing
         (.untranslatedCancellation, "cancel while blocked", "instead of CancellationError"),
     ])
     func eachSeededBugIsCaughtWithTheRightMessage(bug: SeededPipe.Bug, check: String, message: String) async throws {
-        let report = try await exclusively { await Self.kit(bug).run() }
+        let report = try await exclusively { await Self.kit(bug).inTheTestProcess.run() }
         #expect(!report.passed)
         let failing = report.failures.filter { $0.name.hasPrefix(check) }
         #expect(!failing.isEmpty, "expected '\(check)' to fail:\n\(report)")

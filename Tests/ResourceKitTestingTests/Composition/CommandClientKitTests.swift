@@ -44,7 +44,7 @@ import Testing
         async throws
     {
         let server = try CommandServer.start()
-        let report = try await exclusively { await Self.kit(server, bug).run() }
+        let report = try await exclusively { await Self.kit(server, bug).inTheTestProcess.run() }
         await server.stop()
         print(report)
         let failing = report.failures.filter { $0.name.hasPrefix(check) }
