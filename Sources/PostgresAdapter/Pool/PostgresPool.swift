@@ -34,14 +34,9 @@ import Synchronization
 public final class PostgresPool: Sendable {
     private typealias Machine = PoolStateMachine<PostgresConnection, LeaseWaiter>
 
-    /// A queued lease's continuation. The machine hands each waiter out exactly once (it leaves the queue in the
-    /// same step), so release builds resume an unsafe one; debug builds, and so the sanitizer passes, a checked one
-    /// (`RESOURCEKIT_CHECKED_SYNCHRONIZATION`, as for the core's cells).
-    #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-    private typealias LeaseWaiter = CheckedContinuation<Grant, any Error>
-    #else
-    private typealias LeaseWaiter = UnsafeContinuation<Grant, any Error>
-    #endif
+    /// A queued lease's continuation: the machine hands each waiter out exactly once (it leaves the queue in the
+    /// same step), so it is the core's ``WaiterContinuation`` (unsafe in release builds, checked in debug ones).
+    private typealias LeaseWaiter = WaiterContinuation<Grant>
 
     /// What a waiter is handed.
     private enum Grant: Sendable {
@@ -225,11 +220,7 @@ public final class PostgresPool: Sendable {
     }
 
     private func parkInQueue(_ lease: QueuedLease) async throws -> Grant {
-        #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-        try await withCheckedThrowingContinuation { ask(lease, waiter: $0) }
-        #else
-        try await withUnsafeThrowingContinuation { ask(lease, waiter: $0) }
-        #endif
+        try await suspendOnWaiter { ask(lease, waiter: $0) }
     }
 
     /// The lease asks the machine, once; parked, or resumed at once with what it got.

@@ -157,11 +157,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Suspends the caller on a ``CancellationWaiter`` handed to ``begin(_:start:)``.
     @inlinable
     nonisolated(nonsending) func suspend(_ start: (CancellationCell<Success>) -> Void) async throws -> any Sendable {
-        #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-        try await withCheckedThrowingContinuation { begin($0) { start(self) } }
-        #else
-        try await withUnsafeThrowingContinuation { begin($0) { start(self) } }
-        #endif
+        try await suspendOnWaiter { begin($0) { start(self) } }
     }
 
     /// Before the wait suspends: the hook, the handle, the enclosing operation and the task's innermost scope (the
@@ -221,22 +217,12 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     }
 }
 
-/// The continuation a cell's waiter suspends on. The state machine resumes each waiter exactly once, so release
-/// builds use an unsafe continuation: a checked one allocates a second object per wait (its canary) and frees it
-/// again. Debug builds (and so the thread and address sanitizer passes, which build for debug) define
-/// `RESOURCEKIT_CHECKED_SYNCHRONIZATION` in the package manifest and keep the checked one: it traps on a resume
-/// the machine should have made impossible, and the thread sanitizer sees the resume happen before the resumed
-/// task runs (with an unsafe one it reports a race on every wait). Docs/Architecture.md, "State machines and their
-/// owners".
-#if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-@usableFromInline typealias CancellationWaiter = CheckedContinuation<any Sendable, any Error>
-#else
-@usableFromInline typealias CancellationWaiter = UnsafeContinuation<any Sendable, any Error>
-#endif
+/// The continuation a cell's waiter suspends on: see ``WaiterContinuation``.
+@usableFromInline typealias CancellationWaiter = WaiterContinuation<any Sendable>
 
 /// The lock around a cell's state. Release builds hold it inline in the cell (`Synchronization.Mutex`): a cell is
 /// then one allocation, not two (the cell and a ``Locked``'s storage), and every wait makes a cell. Debug builds
-/// (`RESOURCEKIT_CHECKED_SYNCHRONIZATION`, as for ``CancellationWaiter``) keep ``Locked``, the pthread mutex
+/// (`RESOURCEKIT_CHECKED_SYNCHRONIZATION`, as for ``WaiterContinuation``) keep ``Locked``, the pthread mutex
 /// the thread sanitizer sees (it cannot see `Mutex`'s futex and would report a race on every wait). Both run the
 /// same state machine under the same rule: decide under the lock, act after it.
 #if RESOURCEKIT_CHECKED_SYNCHRONIZATION

@@ -294,8 +294,7 @@ struct ReadinessTable<Waiter> {
         entry.syncing = true
         entries[fd] = entry
         let covers = Covers(
-            reader: entry.reader?.id, writer: entry.writer?.id,
-            contenders: entry.contenders.isEmpty ? [] : entry.contenders.map(\.slot.id))
+            reader: entry.reader?.id, writer: entry.writer?.id, contenders: entry.contenders.map(\.slot.id))
         return Request(op: op, fd: fd, events: wanted, registration: entry.registration, covers: covers)
     }
 
