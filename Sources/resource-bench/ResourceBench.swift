@@ -45,7 +45,7 @@ enum BenchCommand: DemoCommand {
           --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
           --load: only the sweep's load, once: TASKS tasks over a pool of 16, 64,000 SELECT $1::int in all
             (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor;
-            --reactors N (1, 2 or 4): N reactors, each with its own pool of 16/N connections and its share of the tasks.
+            --reactors N (1 to 16): a group of N reactors and a sharded pool of 16 over it, the tasks spread over them.
         """
     static let valueFlags: Set<String> = ["--postgres", "--report", "--load", "--reactors"]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor"]
@@ -53,7 +53,7 @@ enum BenchCommand: DemoCommand {
         if let tasks = try arguments.integer("--load", in: 1...10_000) {
             try await Bench.load(
                 tasks: tasks, onReactor: arguments.has("--on-reactor"),
-                reactors: try arguments.integer("--reactors", in: 1...4) ?? 1, quick: arguments.has("--quick"),
+                reactors: try arguments.integer("--reactors", in: 1...16) ?? 1, quick: arguments.has("--quick"),
                 postgres: arguments.value("--postgres"))
             return 0
         }

@@ -45,6 +45,11 @@ import Glibc
 /// enqueued on a reactor that is shut down or unavailable run on the global concurrent executor instead, so a
 /// task that prefers it never hangs. Cancellation is unchanged: the cancelling thread resumes the waiter, and
 /// the task continues on the reactor's thread.
+///
+/// One reactor's thread is one core. To use every core, keep a reactor per core in an ``IOReactorGroup`` and put
+/// each unit of work on one of them together with the descriptors it waits on (a `PostgresShardedPool` does that
+/// for a pool's connections): a task whose descriptors another reactor watches would hop between the two threads
+/// on every wait.
 public final class IOReactor: TaskExecutor, Sendable {
     /// The process-wide reactor, started on first use.
     public static let shared = IOReactor(name: "rk.reactor")

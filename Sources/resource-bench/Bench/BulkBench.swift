@@ -16,43 +16,71 @@ enum BulkBench {
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
+    /// Where a load's tasks run and which pool they lease from.
+    enum Placement: Equatable {
+        /// Plain child tasks on the cooperative pool, one pool of 16 on the shared reactor.
+        case cooperative
+        /// Tasks that prefer the shared reactor as their executor, the same pool.
+        case reactor
+        /// A ``PostgresShardedPool`` of 16 over `IOReactorGroup.shared`; task `i` prefers reactor `i % count`.
+        case sharded
+    }
+
     /// One task count's figures beside the reference measured in the same batches.
     struct Concurrency {
         let tasks: Int
-        /// The tasks prefer the reactor as their executor (they run on its thread).
-        let onReactor: Bool
+        let placement: Placement
         var oursQPS: Samples
         var oursCPU: Samples
         var rawQPS = Samples("16 threads, blocking libpq loop each", unit: "qps")
         var rawCPU = Samples("CPU per query, 16 blocking libpq threads", unit: "us")
 
-        init(tasks: Int, onReactor: Bool = false) {
+        init(tasks: Int, placement: Placement = .cooperative) {
             self.tasks = tasks
-            self.onReactor = onReactor
-            let whose = onReactor ? " on the reactor executor" : ""
-            oursQPS = Samples("\(tasks) tasks\(whose) over a pool of 16: SELECT $1::int", unit: "qps")
-            oursCPU = Samples("CPU per query, \(tasks) tasks\(whose) over a pool of 16", unit: "us")
+            self.placement = placement
+            let whose: String
+            let pool: String
+            switch placement {
+            case .cooperative: (whose, pool) = ("", "a pool of 16")
+            case .reactor: (whose, pool) = (" on the reactor executor", "a pool of 16")
+            case .sharded:
+                (whose, pool) = (" on \(IOReactorGroup.shared.count) reactors", "a sharded pool of 16")
+            }
+            oursQPS = Samples("\(tasks) tasks\(whose) over \(pool): SELECT $1::int", unit: "qps")
+            oursCPU = Samples("CPU per query, \(tasks) tasks\(whose) over \(pool)", unit: "us")
         }
     }
 
     /// `batches` rounds, interleaved: for each task count of `sweep` (each task count's tasks share 16 pooled
     /// connections), ours, then for each count of `onReactor` the same with tasks that prefer the reactor as their
-    /// executor, then the reference once (16 threads, one blocking connection each); each run makes `queries`
-    /// queries in all. Every row is compared with the reference runs of its own batches.
+    /// executor, then for each count of `sharded` the same over a sharded pool of 16 (tasks spread over the shared
+    /// reactor group, each leasing from its reactor's shard), then the reference once (16 threads, one blocking
+    /// connection each); each run makes `queries` queries in all. Every row is compared with the reference runs of
+    /// its own batches.
     static func concurrency(
-        queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256], conninfo: String
+        queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256],
+        sharded: [Int] = [64, 256], conninfo: String
     ) async throws -> [Concurrency] {
         var figures =
-            sweep.map { Concurrency(tasks: $0) } + onReactor.map { Concurrency(tasks: $0, onReactor: true) }
+            sweep.map { Concurrency(tasks: $0) } + onReactor.map { Concurrency(tasks: $0, placement: .reactor) }
+            + sharded.map { Concurrency(tasks: $0, placement: .sharded) }
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
+        let shardedPool = try PostgresShardedPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
         try await warm(pool, connections: 16)
+        for shard in shardedPool.shards { try await warm(shard, connections: shard.maxConnections) }
         for _ in 0..<batches {
             for index in figures.indices {
                 let (qps, cpu) = try await measure(queries: queries) {
-                    try await poolLoad(
-                        pool, tasks: figures[index].tasks, queries: queries,
-                        executor: figures[index].onReactor ? IOReactor.shared : nil)
+                    switch figures[index].placement {
+                    case .cooperative:
+                        try await poolLoad(pool, tasks: figures[index].tasks, queries: queries)
+                    case .reactor:
+                        try await poolLoad(
+                            pool, tasks: figures[index].tasks, queries: queries, executor: IOReactor.shared)
+                    case .sharded:
+                        try await shardedLoad(shardedPool, tasks: figures[index].tasks, queries: queries)
+                    }
                 }
                 figures[index].oursQPS.values.append(qps)
                 figures[index].oursCPU.values.append(cpu)
@@ -74,6 +102,7 @@ enum BulkBench {
             }
         }
         await pool.shutdown()
+        await shardedPool.shutdown()
         return figures
     }
 
@@ -105,6 +134,23 @@ enum BulkBench {
                     group.addTask(executorPreference: executor, operation: work)
                 } else {
                     group.addTask(operation: work)
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// `tasks` tasks over a sharded pool, `queries` queries in all: task `i` prefers reactor `i % count` of the
+    /// pool's group and leases from that reactor's shard (the shape ``PostgresShardedPool`` documents).
+    static func shardedLoad(_ pool: PostgresShardedPool, tasks: Int, queries: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<tasks {
+                group.addTask(executorPreference: pool.reactors.reactors[task % pool.reactors.count]) {
+                    for index in 0..<(queries / tasks) {
+                        _ = try await pool.withConnection {
+                            try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
+                        }
+                    }
                 }
             }
             try await group.waitForAll()

@@ -14,51 +14,56 @@ extension Bench {
     /// perf stat -e context-switches,task-clock .build/release/resource-bench --load 64 --on-reactor --postgres URL
     /// ```
     ///
-    /// With `reactors` above 1 the load is sharded: that many reactors (the shared one and new ones), each with its
-    /// own pool of 16 / `reactors` connections and `tasks` / `reactors` tasks that prefer it as their executor.
+    /// With `reactors` above 1 the load is sharded: a new `IOReactorGroup` of that many reactors and a
+    /// ``PostgresShardedPool`` of 16 over it, task `i` preferring reactor `i % reactors` (the bench's sharded rows,
+    /// over a group of any size).
     ///
     /// Prints one line: q/s and this process's CPU per query over the load (the pools' connects and warm-up, which
     /// `perf stat` also counts, are outside it). Without `--postgres` (or `DATABASE_URL`) it starts a throwaway
     /// cluster first, which `perf stat` then counts too.
     static func load(tasks: Int, onReactor: Bool, reactors: Int, quick: Bool, postgres: String?) async throws {
         guard reactors == 1 || onReactor else { throw UsageError("--reactors goes with --on-reactor") }
-        guard 16 % reactors == 0 else { throw UsageError("--reactors: give 1, 2 or 4 (they share 16 connections)") }
-        guard tasks % reactors == 0 else { throw UsageError("--load: give a number of tasks that --reactors divides") }
         // Every task makes the same number of queries, so the total is what is measured, not a rounded target.
         let perTask = (quick ? 6_400 : 64_000) / tasks
         guard perTask > 0 else { throw UsageError("--load: at most \(quick ? 6_400 : 64_000) tasks") }
         let queries = perTask * tasks
-        let extra = (1..<reactors).map { IOReactor(name: "rk.reactor.\($0)") }
-        defer { for reactor in extra { reactor.shutdown() } }
-        let executors = [IOReactor.shared] + extra
+        let noun = tasks == 1 ? "task" : "tasks"
+        func report(_ qps: Double, _ cpu: Double, _ whose: String) {
+            let figures = String(format: "%.0f q/s, %.1f us of CPU per query", qps, cpu)
+            Console.line("\(tasks) \(noun)\(whose) over 16 pooled connections: \(queries) queries, \(figures)")
+        }
         try await PostgresTarget.with(postgres, quiet: true) { conninfo in
-            let pools = try executors.map {
-                try PostgresPool(
-                    conninfo: conninfo, maxConnections: 16 / reactors, registry: ResourceRegistry(), reactor: $0)
-            }
-            do {
-                for pool in pools { try await BulkBench.warm(pool, connections: 16 / reactors) }
-                let (qps, cpu) = try await BulkBench.measure(queries: queries) {
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        for (pool, reactor) in zip(pools, executors) {
-                            group.addTask {
-                                try await BulkBench.poolLoad(
-                                    pool, tasks: tasks / reactors, queries: queries / reactors,
-                                    executor: onReactor ? reactor : nil)
-                            }
-                        }
-                        try await group.waitForAll()
+            if reactors > 1 {
+                let group = IOReactorGroup(count: reactors, name: "rk.bench")
+                defer { group.shutdown() }
+                let pool = try PostgresShardedPool(
+                    conninfo: conninfo, maxConnections: 16, reactors: group, registry: ResourceRegistry())
+                do {
+                    for shard in pool.shards { try await BulkBench.warm(shard, connections: shard.maxConnections) }
+                    let (qps, cpu) = try await BulkBench.measure(queries: queries) {
+                        try await BulkBench.shardedLoad(pool, tasks: tasks, queries: queries)
                     }
+                    report(qps, cpu, " on \(reactors) reactors (a sharded pool)")
+                } catch {
+                    await pool.shutdown()
+                    throw error
                 }
-                let whose = !onReactor ? "" : reactors == 1 ? " on the reactor executor" : " on \(reactors) reactors"
-                let noun = tasks == 1 ? "task" : "tasks"
-                let figures = String(format: "%.0f q/s, %.1f us of CPU per query", qps, cpu)
-                Console.line("\(tasks) \(noun)\(whose) over 16 pooled connections: \(queries) queries, \(figures)")
+                await pool.shutdown()
+                return
+            }
+            let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
+            do {
+                try await BulkBench.warm(pool, connections: 16)
+                let (qps, cpu) = try await BulkBench.measure(queries: queries) {
+                    try await BulkBench.poolLoad(
+                        pool, tasks: tasks, queries: queries, executor: onReactor ? IOReactor.shared : nil)
+                }
+                report(qps, cpu, onReactor ? " on the reactor executor" : "")
             } catch {
-                for pool in pools { await pool.shutdown() }
+                await pool.shutdown()
                 throw error
             }
-            for pool in pools { await pool.shutdown() }
+            await pool.shutdown()
         }
     }
 }

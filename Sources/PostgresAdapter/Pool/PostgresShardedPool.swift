@@ -1,0 +1,97 @@
+public import ResourceKit
+public import ResourceKitIO
+
+/// A ``PostgresPool`` per reactor of an `IOReactorGroup`: the thread-per-core shape of a pool.
+///
+/// Each shard is an ordinary pool whose connections wait on one reactor of the group. A task that prefers that
+/// reactor as its executor and leases from its own shard never leaves the reactor's thread: the query's answer
+/// wakes that thread, which runs the task's next step at once, with no hop to the cooperative pool or to another
+/// core. Under a load of many concurrent queries that is the cheapest shape this library has (the README's
+/// "Measured" section, with the command). Start the work that queries on the group's reactors:
+///
+/// ```swift
+/// let pool = try PostgresShardedPool(conninfo: url, maxConnections: 16)   // over IOReactorGroup.shared
+/// for try await client in listener.clients {
+///     Task(executorPreference: pool.reactors.next()) {
+///         try await pool.withConnection { try await $0.query("SELECT ...") }
+///     }
+/// }
+/// ```
+///
+/// Which shard a lease uses: the one of the reactor whose thread runs the caller; a caller elsewhere (the
+/// cooperative pool) takes the shards in turn. A lease queues on its shard even when another shard has an idle
+/// connection: that is the price of staying on one thread, and the reason to spread work over the reactors evenly
+/// (`IOReactorGroup.next()` does). `maxConnections` is split over the shards (the first shards take the
+/// remainder; never more shards than connections), and with `cancelFastPath` each shard keeps its own control
+/// connection.
+///
+/// Cancellation is the shards': see ``PostgresPool`` (a queued lease leaves the queue at once and throws, the
+/// borrowing scope reaches every operation on the leased connection).
+public final class PostgresShardedPool: Sendable {
+    /// The pools, one per reactor of ``reactors`` in the group's order (fewer when `maxConnections` is smaller).
+    public let shards: [PostgresPool]
+    /// The reactors the shards' connections wait on.
+    public let reactors: IOReactorGroup
+
+    /// Creates one pool per reactor of `reactors`; connections open lazily.
+    /// - Parameters:
+    ///   - conninfo: a conninfo string or a `postgres://` URL, used for every connection.
+    ///   - maxConnections: the most connections open at once, over all shards (at least one per shard).
+    ///   - reactors: the group whose reactors the shards wait on.
+    ///   - registry: where every shard's connections are recorded.
+    ///   - cancelFastPath: as for ``PostgresPool``, per shard (each keeps its own control connection).
+    ///   - session: what each connection's server session is asked for (``PostgresSessionOptions``).
+    ///   - connectTimeout: as for ``PostgresPool``.
+    ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
+    /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
+    public init(
+        conninfo: String,
+        maxConnections: Int,
+        reactors: IOReactorGroup = .shared,
+        registry: ResourceRegistry = .shared,
+        cancelFastPath: Bool = true,
+        session: PostgresSessionOptions = PostgresSessionOptions(),
+        connectTimeout: Duration = .seconds(10),
+        onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
+    ) throws {
+        let total = max(1, maxConnections)
+        let count = min(reactors.count, total)
+        self.reactors = reactors
+        shards = try (0..<count).map { index in
+            try PostgresPool(
+                conninfo: conninfo, maxConnections: total / count + (index < total % count ? 1 : 0),
+                registry: registry, reactor: reactors.reactors[index], cancelFastPath: cancelFastPath,
+                session: session, connectTimeout: connectTimeout, onNotice: onNotice)
+        }
+    }
+
+    /// The most connections open at once, over all shards.
+    public var maxConnections: Int { shards.reduce(0) { $0 + $1.maxConnections } }
+
+    /// The index of the shard a lease made now, from this thread, would use: the caller's reactor's, if it runs on
+    /// one of the shards' reactors, else `nil` (the lease then takes the next shard in turn).
+    public var currentShard: Int? {
+        reactors.currentIndex.flatMap { $0 < shards.count ? $0 : nil }
+    }
+
+    /// Leases a connection from the caller's shard (see the type's documentation) for `body` and returns it
+    /// afterwards, as ``PostgresPool/withConnection(_:)`` does (also when `body` throws or is cancelled).
+    /// Cancellation: as ``PostgresPool``'s.
+    public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let shard = currentShard ?? reactors.nextIndex() % shards.count
+        return try await shards[shard].withConnection(body)
+    }
+
+    /// How full each shard is now, in the shards' order.
+    public var occupancy: [PoolOccupancy] {
+        shards.map { PoolOccupancy(open: $0.openCount, idle: $0.idleCount, waiters: $0.waiterCount) }
+    }
+
+    /// Shuts every shard down (see ``PostgresPool/shutdown()``); returns when all of them are done. The reactors
+    /// are the group's: shut a group you made down after its pools.
+    public func shutdown() async {
+        await withTaskGroup(of: Void.self) { group in
+            for shard in shards { group.addTask { await shard.shutdown() } }
+        }
+    }
+}
