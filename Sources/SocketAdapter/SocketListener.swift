@@ -7,9 +7,9 @@ import Glibc
 
 /// A listening socket (TCP or Unix-domain) living in a `ResourceScope`.
 ///
-/// Cancellation: ``accept(in:)`` blocked on an idle listener resumes immediately with `CancellationError` when
+/// Cancellation: ``accept(in:reactor:)`` blocked on an idle listener resumes immediately with `CancellationError` when
 /// its task, the listener's scope or the listener is cancelled; cancelling the listener also shuts it down.
-/// Accepted connections belong to the scope passed to ``accept(in:)``.
+/// Accepted connections belong to the scope passed to ``accept(in:reactor:)``.
 public final class SocketListener: SynchronouslyClosedResource, CustomStringConvertible {
     /// The resource kind of listeners.
     public static let kind = ResourceKind(name: "socket.listener", closeTimeout: .seconds(2))
@@ -90,10 +90,16 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
 
     /// Waits for the next connection and registers it in `scope`.
     ///
+    /// - Parameters:
+    ///   - scope: the scope that owns the accepted connection.
+    ///   - reactor: the reactor the accepted connection's waits go through; the listener's when `nil`. Give the
+    ///     reactor whose thread runs the connection's task (a reactor of an `IOReactorGroup` the task prefers as
+    ///     its executor), so that its reads and writes resume on that thread.
+    ///
     /// Cancellation: see the type's documentation. A connection accepted at the instant the scope is
     /// cancelled is closed at once (registration into a cancelled scope), never leaked.
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``SocketError``.
-    public func accept(in scope: ResourceScope) async throws -> SocketConnection {
+    public func accept(in scope: ResourceScope, reactor: IOReactor? = nil) async throws -> SocketConnection {
         let handle = registration.handle
         let fd = try await descriptor.perform(.readable, boundTo: handle) { listening -> Int32? in
             do {
@@ -104,7 +110,7 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
                 throw SocketError.from(errno: error.errno, call: "accept")
             }
         }
-        let connection = SocketConnection(fd: fd, reactor: descriptor.reactor)
+        let connection = SocketConnection(fd: fd, reactor: reactor ?? descriptor.reactor)
         _ = try await connection.register(in: scope, label: "accepted")
         if localAddress.family != .unix { connection.setNoDelay(true) }
         return connection

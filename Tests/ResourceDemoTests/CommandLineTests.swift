@@ -13,6 +13,7 @@ import Testing
         (["socket", "--connect", "nohostport"], "--connect"),
         (["file", "--path"], "--path"),
         (["serve", "--pool", "0"], "--pool"),
+        (["serve", "--reactors", "0"], "--reactors"),
         (["latest", "--debounce", "-1s"], "--debounce"),
         (["frobnicate"], "frobnicate"),
     ])

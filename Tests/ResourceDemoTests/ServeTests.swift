@@ -11,14 +11,18 @@ import Testing
 
 /// `serve` end to end: a real server process, real clients on loopback, the database observed directly.
 @Suite struct ServeTests {
-    @Test func disconnectCancelsTheQueryAndBadInputNeverHurtsOtherClients() async throws {
+    /// Both shapes: clients on the cooperative pool with one pool, and (`--reactors 2`) clients on two reactors,
+    /// each with its socket and its shard of the pool.
+    @Test(arguments: [[String](), ["--reactors", "2"]])
+    func disconnectCancelsTheQueryAndBadInputNeverHurtsOtherClients(shape: [String]) async throws {
         let conninfo = try await TestDatabase.conninfo()
         // Its sessions carry their own application name: other tests run `serve` against the same server.
         let application = "rk-serve-\(UInt32.random(in: 0...UInt32.max))"
-        let server = try DemoProcess([
-            "serve", "--listen", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)", "--pool",
-            "2",
-        ])
+        let server = try DemoProcess(
+            [
+                "serve", "--listen", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)",
+                "--pool", "2",
+            ] + shape)
         let listening = try await server.line(containing: "listening on ")
         let port = try #require(Int(listening.split(separator: ":").last ?? ""))
 

@@ -8,7 +8,7 @@ import SocketAdapter
 /// runs) is cancelled at once.
 struct ClientSession: Sendable {
     let connection: SocketConnection
-    let pool: PostgresPool
+    let pool: any ConnectionSource
 
     static let maxLine = 4096
     /// Commands a client may send ahead of the answers; past this the connection is closed.

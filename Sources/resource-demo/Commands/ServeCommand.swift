@@ -2,11 +2,14 @@ import DemoRuntime
 import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
+import ResourceKitIO
 import SocketAdapter
 
-/// `resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]`:
-/// a line protocol server on loopback. Each client is a resource scope; a client that disconnects while its command
-/// runs has its query cancelled on the server at once.
+/// `resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
+/// [--reactors N]`: a line protocol server on loopback. Each client is a resource scope; a client that disconnects
+/// while its command runs has its query cancelled on the server at once. With `--reactors N` each client runs on one
+/// reactor of a group of N (its task prefers it as executor, its socket waits on it) and leases from that reactor's
+/// shard of a `PostgresShardedPool`: a reactor per core, nothing crosses threads per command.
 ///
 /// Protocol (one command per line, answers end with `\n`):
 /// `PING` → `PONG`; `SLEEP <seconds>` → `SELECT pg_sleep($1)` → `OK`; `SERIES <n>` → `generate_series(1, $1)`
@@ -14,13 +17,17 @@ import SocketAdapter
 /// connection stays usable; a line over 4 KiB → `ERR line too long`, and the connection is closed. No SQL is
 /// ever taken from the network.
 enum ServeCommand: Sendable {
-    static let valueFlags: Set<String> = ["--listen", "--metrics", "--postgres", "--pool", "--max-connections"]
+    static let valueFlags: Set<String> = [
+        "--listen", "--metrics", "--postgres", "--pool", "--max-connections", "--reactors",
+    ]
 
     struct Configuration: Sendable {
         var host = "127.0.0.1"
         var port = 7070
         var poolSize = 4
         var maxConnections = 64
+        /// Clients on a group of this many reactors with a sharded pool; `nil`: the cooperative pool, one pool.
+        var reactors: Int?
         /// Where `GET /metrics` and `GET /resources` are served (off unless `--metrics` is given).
         var metrics: (host: String, port: Int)?
     }
@@ -32,10 +39,18 @@ enum ServeCommand: Sendable {
         configuration.maxConnections =
             try arguments.integer("--max-connections", in: 1...10_000) ?? configuration.maxConnections
         configuration.metrics = try arguments.hostPort("--metrics")
+        configuration.reactors = try arguments.integer("--reactors", in: 1...64)
         return try await PostgresTarget.with(arguments.value("--postgres")) { conninfo in
-            let pool = try PostgresPool(conninfo: conninfo, maxConnections: configuration.poolSize)
+            let group = configuration.reactors.map { IOReactorGroup(count: $0, name: "rk.serve") }
+            defer { group?.shutdown() }
+            let pool: any ConnectionSource =
+                if let group {
+                    try PostgresShardedPool(conninfo: conninfo, maxConnections: configuration.poolSize, reactors: group)
+                } else {
+                    try PostgresPool(conninfo: conninfo, maxConnections: configuration.poolSize)
+                }
             do {
-                try await serve(configuration, pool: pool)
+                try await serve(configuration, pool: pool, reactors: group)
             } catch {
                 try? await withCancellationShield(timeout: .seconds(10)) { await pool.shutdown() }
                 throw error
@@ -45,7 +60,9 @@ enum ServeCommand: Sendable {
         }
     }
 
-    static func serve(_ configuration: Configuration, pool: PostgresPool) async throws {
+    static func serve(
+        _ configuration: Configuration, pool: any ConnectionSource, reactors: IOReactorGroup?
+    ) async throws {
         try await withResourceScope("serve") { scope in
             let listener = try await SocketListener.bind(host: configuration.host, port: configuration.port, in: scope)
             Console.line("listening on \(configuration.host):\(listener.port)")
@@ -61,14 +78,16 @@ enum ServeCommand: Sendable {
                     group.addTask { try await MetricsEndpoint.run(metricsListener, registry: .shared) }
                 }
                 while true {
-                    // One acceptor at a time, each in the scope of the client it accepts.
+                    // One acceptor at a time, each in the scope of the client it accepts (and, with --reactors, on
+                    // the next reactor in turn, where the client's socket waits too).
                     let accepted = OneShotEvent()
-                    group.addTask {
+                    let reactor = reactors?.next()
+                    group.addTask(executorPreference: reactor) {
                         do {
                             try await withResourceScope("client") { clientScope in
                                 let connection: SocketConnection
                                 do {
-                                    connection = try await listener.accept(in: clientScope)
+                                    connection = try await listener.accept(in: clientScope, reactor: reactor)
                                 } catch {
                                     accepted.set()
                                     throw error
