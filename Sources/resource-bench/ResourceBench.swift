@@ -38,6 +38,7 @@ enum BenchCommand: DemoCommand {
     static let usage = """
         resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
                resource-bench --load TASKS [--on-reactor [--reactors N]] [--quick] [--postgres URL]
+               resource-bench --read-cancels N
         """
     static let details = """
           Cancel-to-return latencies and throughput beside their references. Build with -c release.
@@ -46,8 +47,9 @@ enum BenchCommand: DemoCommand {
           --load: only the sweep's load, once: TASKS tasks over a pool of 16, 64,000 SELECT $1::int in all
             (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor;
             --reactors N (1 to 16): a group of N reactors and a sharded pool of 16 over it, the tasks spread over them.
+          --read-cancels N: only N cancels of a parked socket read beside N of the Swift floor, for `perf stat`.
         """
-    static let valueFlags: Set<String> = ["--postgres", "--report", "--load", "--reactors"]
+    static let valueFlags: Set<String> = ["--postgres", "--report", "--load", "--reactors", "--read-cancels"]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
         if let tasks = try arguments.integer("--load", in: 1...10_000) {
@@ -55,6 +57,10 @@ enum BenchCommand: DemoCommand {
                 tasks: tasks, onReactor: arguments.has("--on-reactor"),
                 reactors: try arguments.integer("--reactors", in: 1...16) ?? 1, quick: arguments.has("--quick"),
                 postgres: arguments.value("--postgres"))
+            return 0
+        }
+        if let rounds = try arguments.integer("--read-cancels", in: 1...1_000_000) {
+            try await Bench.readCancels(rounds: rounds)
             return 0
         }
         if arguments.has("--on-reactor") || arguments.value("--reactors") != nil {

@@ -328,4 +328,24 @@ import ResourceKitObservation
         #expect(h.max == .microseconds(1000))
         #expect(LatencyHistogram().p50 == nil)
     }
+
+    /// The hot path records whole nanoseconds (a cancellation's latency, no 128-bit division): the same buckets,
+    /// count, sum, minimum and maximum as recording the same samples as `Duration`s.
+    @Test func nanosecondSamplesMatchDurationSamples() {
+        var fromDurations = LatencyBuckets()
+        var fromNanoseconds = LatencyBuckets()
+        let samples: [UInt64] = [0, 1, 7, 999, 4_500, 123_456, 9_999_999, 2_000_000_000, 3_600_000_000_000]
+        for ns in samples {
+            fromDurations.record(.nanoseconds(Int64(ns)))
+            fromNanoseconds.record(nanoseconds: ns)
+        }
+        #expect(fromNanoseconds == fromDurations)
+        #expect(fromNanoseconds.count == UInt64(samples.count))
+        #expect(fromNanoseconds.min == .zero)
+        #expect(fromNanoseconds.max == .seconds(3_600))
+        #expect(fromNanoseconds.sum == .nanoseconds(Int64(samples.reduce(0, +))))
+        // The hot path's clock: monotonic, in nanoseconds.
+        let first = MonotonicNanoseconds.now
+        #expect(MonotonicNanoseconds.now >= first)
+    }
 }

@@ -53,7 +53,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         let (action, hooks) = inner.withLock { inner in
             let action = inner.machine.cancel(reason)
             if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
-                inner.cancelRequestedAt = .now
+                inner.cancelRequestedAt = MonotonicNanoseconds.now
             }
             return (action, inner.hooks)
         }
@@ -212,7 +212,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         guard let handle else { return }
         let requested = inner.withLock { $0.cancelRequestedAt }
         if let requested {
-            handle.recordCancellationLatency(StoredInstant.now - requested)
+            handle.recordCancellationLatency(nanoseconds: MonotonicNanoseconds.now &- requested)
         }
     }
 }
@@ -249,7 +249,8 @@ struct CancellationHooks {
 struct CancellationCellState {
     var machine = CancellationStateMachine<CancellationWaiter>()
     var hooks = CancellationHooks()
-    var cancelRequestedAt: StoredInstant?
+    /// When the cancel that won was requested (``MonotonicNanoseconds``).
+    var cancelRequestedAt: UInt64?
     /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.
     var recordsLatency = false
     /// A result delivered before `run` suspended (the machine says when the waiter takes it).

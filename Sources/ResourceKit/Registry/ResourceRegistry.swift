@@ -293,10 +293,10 @@ public final class ResourceRegistry: Sendable {
         closes.start { _ = await BoundedClose.run(resource, timeout: timeout) }
     }
 
-    func recordCancellationLatency(_ latency: Duration, kind: ResourceKind) {
+    func recordCancellationLatency(nanoseconds: UInt64, kind: ResourceKind) {
         state.withLock { state in
             state.see(kind)
-            state.counters[kind.index].cancellationLatency.record(latency)
+            state.counters[kind.index].cancellationLatency.record(nanoseconds: nanoseconds)
         }
     }
 

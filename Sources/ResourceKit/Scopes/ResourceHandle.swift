@@ -263,8 +263,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         }
     }
 
-    func recordCancellationLatency(_ latency: Duration) {
-        registry.recordCancellationLatency(latency, kind: kind)
+    func recordCancellationLatency(nanoseconds: UInt64) {
+        registry.recordCancellationLatency(nanoseconds: nanoseconds, kind: kind)
     }
 }
 

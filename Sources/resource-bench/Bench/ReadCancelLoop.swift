@@ -1,0 +1,43 @@
+import DemoRuntime
+import Foundation
+import ResourceKit
+import ResourceKitIO
+import SocketAdapter
+
+extension Bench {
+    /// `resource-bench --read-cancels N`: N cancels of a socket read parked on the reactor and N of the Swift floor,
+    /// interleaved round by round (the `bench` figure's own method: the same 200 µs pause before each cancel), on
+    /// one connection to a silent peer in this process. Prints each one's median cancel → return, so that `perf
+    /// stat` or `perf record` can look at the read cancel path alone:
+    ///
+    /// ```
+    /// perf stat -e context-switches,task-clock .build/release/resource-bench --read-cancels 20000
+    /// ```
+    static func readCancels(rounds: Int) async throws {
+        let reactor = IOReactor(name: "bench.cancels")
+        defer { reactor.shutdown() }
+        var ours: [Duration] = []
+        var floor: [Duration] = []
+        try await withResourceScope("bench.cancels", registry: ResourceRegistry()) { scope in
+            let listener = try await SocketListener.bind(in: scope)
+            let connection = try await SocketConnection.connect(
+                host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+            let peer = try await listener.accept(in: scope)
+            for _ in 0..<rounds {
+                floor.append(await ReadCancelBench.floorSample())
+                // Owner: this round (`cancelLatency` cancels and awaits it). A cancelled read leaves the
+                // connection usable: the next round reads on it again.
+                let task = Task { try await connection.read(upTo: 64) }
+                ours.append(await ReadCancelBench.cancelLatency(task) { reactor.waitingDescriptorCount > 0 })
+            }
+            peer.resetConnection()
+            connection.resetConnection()
+        }
+        func median(_ values: [Duration]) -> Double {
+            Samples.convert(values.sorted()[values.count / 2], to: "us")
+        }
+        let (read, bare) = (median(ours), median(floor))
+        let figures = String(format: "socket read %.1f us, Swift floor %.1f us, ratio %.2f", read, bare, read / bare)
+        Console.line("\(rounds) read cancels, medians: \(figures)")
+    }
+}
