@@ -120,6 +120,9 @@ public final class PostgresPool: Sendable {
     /// Returned connections being cleaned before their next lease.
     public var resettingCount: Int { machine.withLock { $0.resetting } }
 
+    /// How full the pool is now (open, idle and waiting counts read together, under the pool's lock).
+    public var occupancy: PoolOccupancy { machine.withLock(Self.occupancy) }
+
     /// How full the pool is now, then after every change: to wait for "every connection is leased" or "twelve
     /// tasks are queued" as an event, or to feed a gauge. The stream ends when its consumer stops iterating.
     public func occupancyUpdates() -> AsyncStream<PoolOccupancy> {

@@ -1,5 +1,6 @@
 public import ResourceKit
 public import ResourceKitIO
+import Synchronization
 
 /// A ``PostgresPool`` per reactor of an `IOReactorGroup`: the thread-per-core shape of a pool.
 ///
@@ -11,9 +12,11 @@ public import ResourceKitIO
 ///
 /// ```swift
 /// let pool = try PostgresShardedPool(conninfo: url, maxConnections: 16)   // over IOReactorGroup.shared
-/// for try await client in listener.clients {
-///     Task(executorPreference: pool.reactors.next()) {
-///         try await pool.withConnection { try await $0.query("SELECT ...") }
+/// try await withThrowingDiscardingTaskGroup { group in
+///     for request in requests {
+///         group.addTask(executorPreference: pool.reactors.next()) {
+///             try await pool.withConnection { try await $0.query("SELECT $1::int", [request]) }
+///         }
 ///     }
 /// }
 /// ```
@@ -32,6 +35,9 @@ public final class PostgresShardedPool: Sendable {
     public let shards: [PostgresPool]
     /// The reactors the shards' connections wait on.
     public let reactors: IOReactorGroup
+    /// The next shard for a caller that runs on none of them. The pool's own: taking turns from the group's counter
+    /// would skew the reactors that `reactors.next()` hands out for new work.
+    private let turn = Atomic<Int>(0)
 
     /// Creates one pool per reactor of `reactors`; connections open lazily.
     /// - Parameters:
@@ -78,13 +84,13 @@ public final class PostgresShardedPool: Sendable {
     /// afterwards, as ``PostgresPool/withConnection(_:)`` does (also when `body` throws or is cancelled).
     /// Cancellation: as ``PostgresPool``'s.
     public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        let shard = currentShard ?? reactors.nextIndex() % shards.count
+        let shard = currentShard ?? (turn.add(1, ordering: .relaxed).oldValue & Int.max) % shards.count
         return try await shards[shard].withConnection(body)
     }
 
     /// How full each shard is now, in the shards' order.
     public var occupancy: [PoolOccupancy] {
-        shards.map { PoolOccupancy(open: $0.openCount, idle: $0.idleCount, waiters: $0.waiterCount) }
+        shards.map(\.occupancy)
     }
 
     /// Shuts every shard down (see ``PostgresPool/shutdown()``); returns when all of them are done. The reactors

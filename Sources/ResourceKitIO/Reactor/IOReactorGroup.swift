@@ -11,8 +11,12 @@ import Synchronization
 ///
 /// ```swift
 /// let reactors = IOReactorGroup.shared
-/// for try await client in listener.clients {
-///     Task(executorPreference: reactors.next()) { try await serve(client) }
+/// try await withThrowingDiscardingTaskGroup { group in
+///     while true {
+///         let reactor = reactors.next()
+///         let client = try await listener.accept(in: scope, reactor: reactor)  // its socket waits there too
+///         group.addTask(executorPreference: reactor) { try await serve(client) }
+///     }
 /// }
 /// ```
 ///
