@@ -124,7 +124,7 @@ public final class ResourceRegistry: Sendable {
         kind: ResourceKind,
         label: String,
         scopePath: String,
-        deadline: ContinuousClock.Instant?,
+        deadline: StoredInstant?,
         owner: ResourceScope?
     ) throws -> ResourceHandle {
         let object = ObjectIdentifier(resource)
@@ -132,13 +132,13 @@ public final class ResourceRegistry: Sendable {
             resource: resource, kind: kind, label: label, scopePath: scopePath,
             deadline: deadline, owner: owner, registry: self
         )
-        let entry = Entry(
-            id: handle.id, kindName: kind.name, label: label, scopePath: scopePath,
-            acquiredAt: handle.storedAcquiredAt, deadline: deadline.stored)
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in
             if state.live[object] != nil { return (true, state.live.count) }
             state.see(kind)
-            state.live[object] = entry
+            // Built in place: no copy of the entry (three strings) on the way in.
+            state.live[object] = Entry(
+                id: handle.id, kindName: kind.name, label: label, scopePath: scopePath,
+                acquiredAt: handle.storedAcquiredAt, deadline: deadline)
             state.counters[kind.index].acquired += 1
             return (false, state.live.count)
         }
@@ -147,7 +147,7 @@ public final class ResourceRegistry: Sendable {
             handle.markRejectedDuplicate()
             throw ResourceKitError(.alreadyRegistered, "this resource object is already registered and not closed")
         }
-        publish(ResourceEvent(resource: entry.info, what: .acquired, at: .now))
+        publish(ResourceEvent(resource: handle.info, what: .acquired, at: .now))
         return handle
     }
 
@@ -190,6 +190,10 @@ public final class ResourceRegistry: Sendable {
             live: live.sorted { $0.info.id < $1.info.id }, tallies: tallies, kinds: kinds,
             backgroundCloses: closes.count, takenAt: .now)
     }
+
+    /// Whether anyone reads this registry's events (a subscriber or a sink): else they are not built, and a
+    /// scope's end does not time the inline closes whose durations only events carry.
+    var publishesEvents: Bool { broadcast.hasSubscribers || hasSink.load(ordering: .relaxed) }
 
     /// Lifecycle events from now on, for `registry.events()` in `ResourceKitObservation`.
     package func subscribeToEvents(bufferingNewest: Int) -> AsyncStream<ResourceEvent> {
@@ -301,7 +305,7 @@ public final class ResourceRegistry: Sendable {
     }
 
     private func publish(_ make: @autoclosure () -> ResourceEvent) {
-        guard broadcast.hasSubscribers || hasSink.load(ordering: .relaxed) else { return }
+        guard publishesEvents else { return }
         let event = make()
         broadcast.yield(event)
         // Called with no registry lock held: a sink may take its own locks, log, or count.

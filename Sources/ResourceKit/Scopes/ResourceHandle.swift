@@ -47,6 +47,9 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
 
     private struct State {
         var resource: (any ManagedResource)?
+        /// The same object when it is a ``SynchronouslyClosedResource`` (decided once, at registration), for
+        /// ``closeInline()``.
+        var synchronousResource: (any SynchronouslyClosedResource)?
         var phase: Phase = .live
         var cancelReason: CancellationReason?
         var operations: [ObjectIdentifier: any CancellableOperation] = [:]
@@ -60,13 +63,15 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     }
 
     private let state: Locked<State>
+    /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline()``).
+    private let closesInline: Bool
 
     init(
         resource: any ManagedResource,
         kind: ResourceKind,
         label: String,
         scopePath: String,
-        deadline: ContinuousClock.Instant?,
+        deadline: StoredInstant?,
         owner: ResourceScope?,
         registry: ResourceRegistry
     ) {
@@ -77,7 +82,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.registry = registry
         self.storedAcquiredAt = .now
         self.object = ObjectIdentifier(resource)
-        self.state = Locked(State(resource: resource, deadline: deadline.stored, owner: owner))
+        let synchronous = resource as? any SynchronouslyClosedResource
+        self.closesInline = synchronous != nil
+        self.state = Locked(
+            State(resource: resource, synchronousResource: synchronous, deadline: deadline, owner: owner))
     }
 
     deinit {
@@ -85,7 +93,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         let leaked = state.withLock { state -> (any ManagedResource)? in
             guard state.phase == .live else { return nil }
             state.phase = .closed
-            defer { state.resource = nil }
+            defer {
+                state.resource = nil
+                state.synchronousResource = nil
+            }
             return state.resource
         }
         guard let leaked else { return }
@@ -189,7 +200,43 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// A second call returns ``CloseOutcome/alreadyClosed`` at once (it does not wait for the first).
     @discardableResult
     nonisolated(nonsending) public func close() async -> CloseOutcome {
-        let work = state.withLock { state -> ([any CancellableOperation], any ManagedResource, ResourceScope?)? in
+        if let outcome = closeInline(timed: true) { return outcome }
+        guard let (operations, resource, parts) = beginClose() else { return .alreadyClosed }
+        cancel(operations)
+        let outcome = await BoundedClose.run(resource, timeout: kind.closeTimeout)
+        if let parts {
+            parts.cancel(.cancelled)  // nothing can start on a part any more
+            await parts.finish()
+        }
+        endClose(resource, outcome: outcome)
+        return outcome
+    }
+
+    /// ``close()`` without suspending, for a ``SynchronouslyClosedResource`` with no ``parts``: the common case of
+    /// a scope's end, which then needs no async frame per resource (Docs/Architecture.md, "The cost of a scope").
+    /// Returns `nil`, having done nothing, when the close needs ``close()``. Untimed (`timed: false`), a close
+    /// reports `.closed(.zero)`: for a scope's end when nobody reads the registry's events, the only readers of
+    /// the duration.
+    func closeInline(timed: Bool) -> CloseOutcome? {
+        guard closesInline else { return nil }
+        let work = state.withLock { state -> ([any CancellableOperation], any SynchronouslyClosedResource)?? in
+            guard state.phase == .live, state.resource != nil else { return .some(nil) }
+            guard state.parts == nil, let resource = state.synchronousResource else { return nil }
+            state.phase = .closing
+            guard !state.operations.isEmpty else { return ([], resource) }
+            defer { state.operations = [:] }
+            return (Array(state.operations.values), resource)
+        }
+        guard let work else { return nil }
+        guard let (operations, resource) = work else { return .alreadyClosed }
+        cancel(operations)
+        let outcome = BoundedClose.run(resource, timed: timed)
+        endClose(resource, outcome: outcome)
+        return outcome
+    }
+
+    private func beginClose() -> ([any CancellableOperation], any ManagedResource, ResourceScope?)? {
+        state.withLock { state in
             guard state.phase == .live, let resource = state.resource else { return nil }
             state.phase = .closing
             guard !state.operations.isEmpty else { return ([], resource, state.parts) }
@@ -197,25 +244,27 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             state.operations = [:]
             return (operations, resource, state.parts)
         }
-        guard let (operations, resource, parts) = work else { return .alreadyClosed }
-        if !operations.isEmpty { registry.operationsChanged(by: -operations.count) }
+    }
+
+    /// Cancels the operations a close took over (they were removed from the handle under its lock).
+    private func cancel(_ operations: [any CancellableOperation]) {
+        guard !operations.isEmpty else { return }
+        registry.operationsChanged(by: -operations.count)
         for operation in operations {
             operation.cancel(.cancelled)
         }
-        let outcome = await BoundedClose.run(resource, timeout: kind.closeTimeout)
-        if let parts {
-            parts.cancel(.cancelled)  // nothing can start on a part any more
-            await parts.finish()
-        }
+    }
+
+    private func endClose(_ resource: any ManagedResource, outcome: CloseOutcome) {
         state.withLock { state in
             state.phase = .closed
             state.resource = nil
+            state.synchronousResource = nil
             state.owner = nil
         }
         // The resource lives until the registry forgot it: its object's address is the registry's key, and a new
         // resource at that address must not be taken for this one.
         withExtendedLifetime(resource) { registry.didClose(self, outcome: outcome) }
-        return outcome
     }
 
     /// Adds a running operation; cancels it at once if the resource is already cancelled or closing. Returns
@@ -260,6 +309,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         state.withLock { state in
             state.phase = .closed
             state.resource = nil
+            state.synchronousResource = nil
         }
     }
 

@@ -44,7 +44,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     private struct State {
         var phase: Phase = .open
         var cancelReason: CancellationReason?
-        var handles: [ResourceHandle] = []
+        var handles = HandleList()
         var children: [ObjectIdentifier: ResourceScope] = [:]
         /// Operations of this scope's task on resources it does not own (they joined it: ``join(_:)``).
         var borrowers: [ObjectIdentifier: any CancellableOperation] = [:]
@@ -112,7 +112,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
         let work = state.withLock {
-            state -> ([ResourceHandle], [ResourceScope], [any CancellableOperation])? in
+            state -> (HandleList, [ResourceScope], [any CancellableOperation])? in
             guard state.cancelReason == nil, state.phase != .finished else { return nil }
             state.cancelReason = reason
             defer { state.borrowers = [:] }
@@ -164,36 +164,48 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// once and the call throws the scope's cancellation error (`CancellationError`, or
     /// ``DeadlineExceededError`` after the deadline).
     /// - Throws: also ``ResourceKitError/Code/alreadyRegistered`` if the object is registered already.
-    @discardableResult
+    @inlinable @discardableResult
     nonisolated(nonsending) public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String)
         async throws -> ResourceHandle
     {
+        // The accepted case needs no async frame of its own (Docs/Architecture.md, "The cost of a scope").
+        let (handle, rejection) = try admit(resource, kind: kind, label: label)
+        if let rejection { try await reject(handle, rejection) }
+        return handle
+    }
+
+    /// Registers `resource` with the registry and, unless the scope is no longer open or was cancelled, records
+    /// its handle; else returns the reason to refuse it with (``reject(_:_:)``).
+    @usableFromInline
+    func admit(_ resource: any ManagedResource, kind: ResourceKind, label: String) throws -> (
+        ResourceHandle, CancellationReason?
+    ) {
         let handle = try registry.register(
-            resource, kind: kind, label: label, scopePath: path, deadline: deadline, owner: self)
+            resource, kind: kind, label: label, scopePath: path, deadline: storedDeadline, owner: self)
         let rejection = state.withLock { state -> CancellationReason? in
             guard state.phase == .open else { return .cancelled }
             if let reason = state.cancelReason { return reason }
             state.handles.append(handle)
             return nil
         }
-        if let rejection {
-            registry.didReject(handle)
-            handle.cancel(rejection)
-            await handle.close()
-            throw rejection.error
-        }
-        return handle
+        return (handle, rejection)
+    }
+
+    /// A registration the scope refused: the resource is cancelled and closed at once, and the call throws.
+    @usableFromInline
+    nonisolated(nonsending) func reject(_ handle: ResourceHandle, _ reason: CancellationReason) async throws {
+        registry.didReject(handle)
+        handle.cancel(reason)
+        await handle.close()
+        throw reason.error
     }
 
     /// Removes `handle` from this scope without closing it (adoption by a `ResourceOwner`). Returns `false`
     /// if the handle is not one of this scope's live resources, or the scope is no longer open.
     package func release(_ handle: ResourceHandle) -> Bool {
         state.withLock { state in
-            guard state.phase == .open, state.cancelReason == nil,
-                let index = state.handles.firstIndex(where: { $0 === handle })
-            else { return false }
-            state.handles.remove(at: index)
-            return true
+            guard state.phase == .open, state.cancelReason == nil else { return false }
+            return state.handles.remove(handle)
         }
     }
 
@@ -210,25 +222,62 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     }
 
     /// Ends the scope: closes every resource, last acquired first, each shielded and bounded.
-    @usableFromInline
     nonisolated(nonsending) func finish() async {
-        let (handles, timer) = state.withLock { state -> ([ResourceHandle], DeadlineTimerID?) in
+        if let rest = finishInline() { await finish(rest) }
+    }
+
+    /// What is left of a scope's end after ``finishInline()``: the handles still to close, in registration order,
+    /// and those already found closing elsewhere.
+    @usableFromInline
+    struct Unfinished: Sendable {
+        let handles: Slice<HandleList>
+        var stillClosing: [ResourceHandle]
+    }
+
+    /// Starts the scope's end and closes, last acquired first, every resource that closes without suspending
+    /// (``ResourceHandle/closeInline()``): a scope whose resources are all ``SynchronouslyClosedResource``s ends
+    /// here, with no async frame. Returns the rest for ``finish(_:)`` at the first resource that needs one.
+    @usableFromInline
+    func finishInline() -> Unfinished? {
+        let (handles, timer) = state.withLock { state -> (HandleList, DeadlineTimerID?) in
             state.phase = .finishing
             defer { state.deadlineTimer = nil }
             return (state.handles, state.deadlineTimer)
         }
         if let timer { DeadlineTimers.shared.cancel(timer) }
         var stillClosing: [ResourceHandle] = []
-        for handle in handles.reversed() {
+        let timed = registry.publishesEvents
+        var end = handles.endIndex
+        while end > handles.startIndex {
+            let handle = handles[end - 1]
+            guard let outcome = handle.closeInline(timed: timed) else {
+                return Unfinished(handles: handles[..<end], stillClosing: stillClosing)
+            }
+            if case .alreadyClosed = outcome { stillClosing.append(handle) }
+            end -= 1
+        }
+        complete(stillClosing: stillClosing)
+        return nil
+    }
+
+    /// Closes what ``finishInline()`` left, each shielded and bounded, and ends the scope.
+    @usableFromInline
+    nonisolated(nonsending) func finish(_ rest: Unfinished) async {
+        var stillClosing = rest.stillClosing
+        for handle in rest.handles.reversed() {
             if case .alreadyClosed = await handle.close() { stillClosing.append(handle) }
         }
+        complete(stillClosing: stillClosing)
+    }
+
+    private func complete(stillClosing: [ResourceHandle]) {
         // Closed by someone else (an adapter, an owner) who has not finished yet: report it.
         for handle in stillClosing.reversed() where handle.phase != .closed {
             registry.didLeak(handle.info, kind: handle.kind, object: handle.object, reason: .unclosedAtScopeEnd)
         }
         state.withLock { state in
             state.phase = .finished
-            state.handles = []
+            state.handles = HandleList()
             state.borrowers = [:]
         }
         parent?.detachChild(self)

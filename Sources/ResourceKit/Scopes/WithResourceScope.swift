@@ -27,10 +27,10 @@ public func withResourceScope<Result>(
             do {
                 result = try await body(scope)
             } catch {
-                await scope.finish()
+                if let rest = scope.finishInline() { await scope.finish(rest) }
                 throw error
             }
-            await scope.finish()
+            if let rest = scope.finishInline() { await scope.finish(rest) }
             return SendingBox(result)
         } onCancel: {
             scope.cancel(.cancelled)

@@ -3,15 +3,10 @@
 /// the kind's close timeout.
 enum BoundedClose {
     nonisolated(nonsending) static func run(_ resource: any ManagedResource, timeout: Duration) async -> CloseOutcome {
-        let started = ContinuousClock.now
         if let immediate = resource as? any SynchronouslyClosedResource {
-            do {
-                try immediate.closeSynchronously()
-                return .closed(ContinuousClock.now - started)
-            } catch {
-                return .failed(error)
-            }
+            return run(immediate, timed: true)
         }
+        let started = ContinuousClock.now
         do {
             try await withCancellationShield(timeout: timeout) {
                 try await resource.close()
@@ -19,6 +14,26 @@ enum BoundedClose {
             return .closed(ContinuousClock.now - started)
         } catch is ShieldTimeoutError {
             return .timedOut(timeout)
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// Closes a ``SynchronouslyClosedResource`` inline, on the calling thread; untimed, a close that returns
+    /// reports `.closed(.zero)` (two clock reads saved where nobody reads the duration).
+    static func run(_ resource: any SynchronouslyClosedResource, timed: Bool) -> CloseOutcome {
+        guard timed else {
+            do {
+                try resource.closeSynchronously()
+                return .closed(.zero)
+            } catch {
+                return .failed(error)
+            }
+        }
+        let started = ContinuousClock.now
+        do {
+            try resource.closeSynchronously()
+            return .closed(ContinuousClock.now - started)
         } catch {
             return .failed(error)
         }
