@@ -45,6 +45,10 @@ enum Bench {
         rows.append(BenchRow(figure: scope.scope, reference: scope.bare, target: .ratioAtMost(5)))
         rows.append(
             BenchRow(
+                figure: scope.scope, reference: scope.plain, target: nil,
+                note: "against the plain mechanics alone: what the bookkeeping (ids, phases, counters, leaks) costs"))
+        rows.append(
+            BenchRow(
                 figure: scope.scopeWithSink, reference: scope.scope, target: nil,
                 note: "the same with a counting event sink, against the default (no sink)"))
 

@@ -2,7 +2,7 @@ import ResourceKit
 import ResourceKitObservation
 
 /// Figure 5: the cost of a scope with one registered no-op resource, beside a bare
-/// `withTaskCancellationHandler` around a no-op.
+/// `withTaskCancellationHandler` around a no-op and beside the plain mechanics a scope cannot do without.
 enum ScopeBench {
     final class NoOpResource: SynchronouslyClosedResource {
         func cancel() {}
@@ -17,15 +17,68 @@ enum ScopeBench {
         func receive(_ event: ResourceEvent) { count.withLock { $0 += 1 } }
     }
 
+    /// The mechanics a scope cannot do without, written plainly: a task-local, a cancellation handler, a scope
+    /// and a handle each with a lock, and a table entry keyed by the resource; no ids, phases, counters, clock,
+    /// events or leak reports (Docs/Architecture.md, "The cost of a scope").
+    final class PlainScope: Sendable {
+        @TaskLocal static var current: PlainScope?
+        let label: String
+        let parent: PlainScope?
+        let handles = Locked<[PlainHandle]>([])
+        init(label: String, parent: PlainScope?) {
+            self.label = label
+            self.parent = parent
+        }
+        func cancel() {
+            for handle in handles.withLock({ $0 }) { handle.cancel() }
+        }
+    }
+
+    final class PlainHandle: Sendable {
+        let resource: Locked<(any SynchronouslyClosedResource)?>
+        let label: String
+        init(_ resource: any SynchronouslyClosedResource, label: String) {
+            self.resource = Locked(resource)
+            self.label = label
+        }
+        func cancel() { resource.withLock { $0 }?.cancel() }
+        func close() {
+            guard let taken = resource.withLock({ $0.take() }) else { return }
+            try? taken.closeSynchronously()
+        }
+    }
+
+    static func plainScope(table: Locked<[ObjectIdentifier: String]>) async {
+        let scope = PlainScope(label: "bench", parent: PlainScope.current)
+        await PlainScope.$current.withValue(scope) {
+            await withTaskCancellationHandler {
+                let resource = NoOpResource()
+                let handle = PlainHandle(resource, label: "noop")
+                table.withLock { $0[ObjectIdentifier(resource)] = "noop" }
+                scope.handles.withLock { $0.append(handle) }
+                for handle in scope.handles.withLock({ $0 }).reversed() {
+                    handle.close()
+                }
+                _ = table.withLock { $0.removeValue(forKey: ObjectIdentifier(resource)) }
+                scope.handles.withLock { $0 = [] }
+            } onCancel: {
+                scope.cancel()
+            }
+        }
+    }
+
     static func run(operations: Int, batches: Int) async throws -> (
-        scope: Samples, scopeWithSink: Samples, bare: Samples
+        scope: Samples, scopeWithSink: Samples, bare: Samples, plain: Samples
     ) {
         let registry = ResourceRegistry()
         let sinkRegistry = ResourceRegistry(sink: CountingSink())
         var scope = Samples("scope + register + close a no-op resource", unit: "ns")
         var scopeWithSink = Samples("scope + register + close, counting event sink", unit: "ns")
         var bare = Samples("bare withTaskCancellationHandler around a no-op", unit: "ns")
+        var plain = Samples(
+            "plain mechanics of a scope (task-local, handler, two locked objects, a table)", unit: "ns")
         let counter = Locked(0)
+        let table = Locked<[ObjectIdentifier: String]>([:])
         for _ in 0..<batches {
             var start = ContinuousClock.now
             for _ in 0..<operations {
@@ -50,7 +103,12 @@ enum ScopeBench {
                 }
             }
             bare.values.append(Samples.convert(.now - start, to: "ns") / Double(operations))
+            start = .now
+            for _ in 0..<operations {
+                await plainScope(table: table)
+            }
+            plain.values.append(Samples.convert(.now - start, to: "ns") / Double(operations))
         }
-        return (scope, scopeWithSink, bare)
+        return (scope, scopeWithSink, bare, plain)
     }
 }
