@@ -1,4 +1,7 @@
 import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
 import ResourceKit
 import ResourceKitIO
 import Synchronization
@@ -13,7 +16,8 @@ final class SeededSQLiteDatabase: ManagedResource {
         /// still runs (or ever ran): it lands on whatever statement runs then.
         case interruptFromDetachedTask
         /// `BlockingPool.run` with `sqlite3_interrupt` in `onCancel`: an interrupt that lands before
-        /// `sqlite3_step` began is cleared by SQLite, and the wait ends before the statement did.
+        /// `sqlite3_step` began is cleared by SQLite, and the wait ends before the statement did. Its statements
+        /// take 2 ms to start, which keeps that window open wide enough for the kit's cancels to land in it.
         case interruptOnceBeforeTheStep
         /// No interrupt at all: the task returns, the statement runs on.
         case noInterrupt
@@ -156,6 +160,12 @@ final class SeededSQLiteDatabase: ManagedResource {
         let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
         for (index, value) in parameters.enumerated() {
             sqlite3_bind_text(statement, Int32(index + 1), value, -1, transient)
+        }
+        if bug == .interruptOnceBeforeTheStep {
+            // The seeded bug's window held open, as a statement that takes 2 ms to prepare would: an interrupt that
+            // lands before the first `sqlite3_step` is cleared by SQLite, so a cancel at the start of the call is
+            // lost on almost every round, not only when it happens to fall between two lines.
+            usleep(2_000)
         }
         if let interruption {
             sqlite3_progress_handler(

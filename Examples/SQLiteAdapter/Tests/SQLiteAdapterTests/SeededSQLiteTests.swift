@@ -7,8 +7,9 @@ import Testing
 /// names the fix. `SEEDED_RUNS=20` runs each variant 20 times and requires 19 catches (the detection rate the
 /// README quotes). The default, what CI runs, is five runs each, three of which must catch it: several checks
 /// cancel at random points, and a detection rate is a rate. Under `.ci/run`'s load the interrupt-once variant
-/// was caught in 24 of 27 runs over nine validations (about 0.89, against 19 of 20 on a quiet machine): two of
-/// three then fails about one CI run in thirty (it did, once: 1 of 3), three of five about one in a hundred.
+/// was caught in 24 of 27 runs over nine validations (about 0.89, against 19 of 20 on a quiet machine), until
+/// its statements took 2 ms to start (`SeededSQLiteDatabase`): its window no longer depends on where a random
+/// cancel lands, and it was caught 10 of 10 alone and beside two busy loops.
 extension SQLiteExampleTests {
     @Suite struct SeededSQLiteTests {
         /// An exchange that works for a few milliseconds, as real statements do (a late interrupt needs something
