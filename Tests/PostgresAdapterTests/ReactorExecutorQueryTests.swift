@@ -43,24 +43,21 @@ import Testing
     }
 
     /// The look before parking, as a decision: never on the reactor's thread, where a look would hold back
-    /// every other readiness event, whatever the policy and the load.
+    /// every other readiness event, and never while other queries are in flight or about to be.
     @Test func aWaitOnTheReactorsThreadNeverLooksBeforeParking() {
-        // (first wait, the caller's own, on the reactor's thread, others busy, policy) -> looks
-        let cases: [(Bool, Bool, Bool, Bool, PostgresConnection.AnswerLook, Bool)] = [
-            (true, true, true, false, .alone, false),
-            (true, true, true, true, .alone, false),
-            (true, true, true, false, .always, false),
-            (true, true, true, true, .always, false),
-            (true, true, false, false, .alone, true),
-            (true, true, false, true, .alone, false),
-            (true, true, false, true, .always, true),
-            (false, true, false, false, .alone, false),
-            (true, false, false, false, .alone, false),
+        // (first wait, the caller's own, on the reactor's thread, others busy) -> looks
+        let cases: [(Bool, Bool, Bool, Bool, Bool)] = [
+            (true, true, true, false, false),
+            (true, true, true, true, false),
+            (true, true, false, false, true),
+            (true, true, false, true, false),
+            (false, true, false, false, false),
+            (true, false, false, false, false),
         ]
-        for (first, own, onReactor, busy, policy, expected) in cases {
+        for (first, own, onReactor, busy, expected) in cases {
             let looks = PostgresConnection.looksAgain(
-                firstWait: first, callersOwn: own, onReactorThread: onReactor, othersAreBusy: busy, policy: policy)
-            #expect(looks == expected, "first \(first), own \(own), on reactor \(onReactor), busy \(busy), \(policy)")
+                firstWait: first, callersOwn: own, onReactorThread: onReactor, othersAreBusy: busy)
+            #expect(looks == expected, "first \(first), own \(own), on reactor \(onReactor), busy \(busy)")
         }
     }
 }

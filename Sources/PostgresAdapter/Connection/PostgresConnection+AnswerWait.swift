@@ -34,7 +34,7 @@ extension PostgresConnection {
         lookedAgain = true
         let look = Self.looksAgain(
             firstWait: first, callersOwn: bindToCaller, onReactorThread: reactor.isCurrentThread,
-            othersAreBusy: Self.othersAreBusy, policy: Self.answerLook)
+            othersAreBusy: Self.othersAreBusy)
         if look,
             Self.becomesReadable(
                 socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
@@ -46,13 +46,10 @@ extension PostgresConnection {
     }
 
     /// Whether a wait looks at the socket before parking: only a caller's own first wait for a query, never on the
-    /// reactor's thread (a look there would hold back every readiness event of the process), and, by default, only
-    /// when no other query is in flight or about to be.
-    static func looksAgain(
-        firstWait: Bool, callersOwn: Bool, onReactorThread: Bool, othersAreBusy: Bool, policy: AnswerLook
-    ) -> Bool {
-        guard firstWait, callersOwn, !onReactorThread else { return false }
-        return !othersAreBusy || policy == .always
+    /// reactor's thread (a look there would hold back every readiness event of the process), and only when no
+    /// other query is in flight or about to be.
+    static func looksAgain(firstWait: Bool, callersOwn: Bool, onReactorThread: Bool, othersAreBusy: Bool) -> Bool {
+        firstWait && callersOwn && !onReactorThread && !othersAreBusy
     }
 
     /// How long a lone query's first wait for its answer polls the socket before parking on the reactor. The
@@ -73,20 +70,6 @@ extension PostgresConnection {
     /// a 64-task load look, because the others were reading or between a lease and a send at that instant: 0.58
     /// `sched_yield` and 0.6 `poll` per query, for answers that came later than ``answerSpin``.
     static let answersAwaited = Atomic<Int>(0)
-
-    /// When a query looks again before parking.
-    enum AnswerLook {
-        /// Only when no other query is in flight or about to be (the default).
-        case alone
-        /// Always (the behaviour before #23; `RESOURCEKIT_ANSWER_LOOK=always`), kept selectable while the
-        /// benchmark compares the two.
-        case always
-    }
-
-    /// Read once, here only.
-    static let answerLook: AnswerLook =
-        getenv("RESOURCEKIT_ANSWER_LOOK").map { String(cString: $0) } == "always"
-        ? .always : .alone
 
     /// Polls `socket` without blocking (yielding the CPU between looks) until it is readable, `limit` passed,
     /// or `stop()` holds (a cancellation: the caller then parks and is resumed at once). Never blocks: each

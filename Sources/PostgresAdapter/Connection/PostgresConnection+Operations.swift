@@ -192,32 +192,15 @@ extension PostgresConnection {
     /// ``abandoningOnEarlyExit(_:_:)`` sends the cancel; one that arrives after the last wait leaves the result
     /// standing, as with an operation. Saves a query the operation's object, its lock, its task-local and its
     /// cancellation handler (Docs/Architecture.md, "Three levels of cancellation").
-    /// `RESOURCEKIT_QUERY_OPERATION=always` runs it in ``whileOnWire(_:_:)`` instead (the behaviour before, kept
-    /// selectable while the benchmark compares the two).
     func collectWithoutOperation<T>(
         _ id: QueryID, _ body: (@escaping @Sendable (CancellationReason) -> Void) async throws -> T
     ) async throws -> T {
         let cancelQuery: @Sendable (CancellationReason) -> Void = { _ in self.requestCancel(id) }
-        if Self.queryOperation == .always {
-            return try await flushThen(id) { try await body(cancelQuery) }
-        }
         return try await abandoningOnEarlyExit(id) {
             try await flush(id, afterCancel: cancelQuery)
             return try await body(cancelQuery)
         }
     }
-
-    /// Whether a query runs inside an operation of its own.
-    enum QueryOperation {
-        /// No: its waits carry its cancel (the default).
-        case never
-        /// Yes (`RESOURCEKIT_QUERY_OPERATION=always`, the behaviour before #23's sixth step).
-        case always
-    }
-
-    /// Read once, here only.
-    static let queryOperation: QueryOperation =
-        getenv("RESOURCEKIT_QUERY_OPERATION").map { String(cString: $0) } == "always" ? .always : .never
 
     /// Flushes query `id`, then runs `body`, both inside ``whileOnWire(_:_:)``.
     func flushThen<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
