@@ -16,8 +16,9 @@ final class SeededSQLiteDatabase: ManagedResource {
         /// still runs (or ever ran): it lands on whatever statement runs then.
         case interruptFromDetachedTask
         /// `BlockingPool.run` with `sqlite3_interrupt` in `onCancel`: an interrupt that lands before
-        /// `sqlite3_step` began is cleared by SQLite, and the wait ends before the statement did. Its statements
-        /// take 2 ms to start, which keeps that window open wide enough for the kit's cancels to land in it.
+        /// `sqlite3_step` began is cleared by SQLite, and the wait ends before the statement did. Its long
+        /// statements take 2 ms to start (`slowStart`), which keeps that window open wide enough for the kit's
+        /// cancels to land in it.
         case interruptOnceBeforeTheStep
         /// No interrupt at all: the task returns, the statement runs on.
         case noInterrupt
@@ -65,13 +66,16 @@ final class SeededSQLiteDatabase: ManagedResource {
 
     var runningStatements: Int { running.load(ordering: .relaxed) }
 
-    func query(_ sql: String, _ parameters: [String] = []) async throws -> [String?] {
+    /// `slowStart`: the statement takes 2 ms to start, as a long statement's prepare may (the interrupt-once bug's
+    /// window; the other variants ignore it).
+    func query(_ sql: String, _ parameters: [String] = [], slowStart: Bool = false) async throws -> [String?] {
+        let slowStart = slowStart && bug == .interruptOnceBeforeTheStep
         let handle = registration.handle
         if bug == .noCheckpoint {
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { continuation in
                     let accepted = thread.submit { [self] in
-                        continuation.resume(with: Result { try step(sql, parameters, nil) })
+                        continuation.resume(with: Result { try step(sql, parameters, nil, slowStart: slowStart) })
                     }
                     if !accepted { continuation.resume(throwing: SeededFailure(code: SQLITE_MISUSE)) }
                 }
@@ -83,7 +87,7 @@ final class SeededSQLiteDatabase: ManagedResource {
         try Task.checkCancellation()
         switch bug {
         case .stepOnCooperativePool:
-            return try step(sql, parameters, nil)
+            return try step(sql, parameters, nil, slowStart: slowStart)
         case .interruptFromDetachedTask:
             let onCancel: @Sendable (CancellationReason) -> Void = { [self] _ in
                 // Owner: none, on purpose: this is the seeded bug.
@@ -93,23 +97,25 @@ final class SeededSQLiteDatabase: ManagedResource {
                 }
             }
             return try await thread.run(boundTo: handle, onCancel: onCancel) { [self] in
-                try step(sql, parameters, nil)
+                try step(sql, parameters, nil, slowStart: slowStart)
             }
         case .interruptOnceBeforeTheStep:
             return try await thread.run(boundTo: handle, onCancel: { [self] _ in interrupt() }) { [self] in
-                try step(sql, parameters, nil)
+                try step(sql, parameters, nil, slowStart: slowStart)
             }
         case .noInterrupt:
-            return try await thread.run(boundTo: handle) { [self] in try step(sql, parameters, nil) }
+            return try await thread.run(boundTo: handle) { [self] in
+                try step(sql, parameters, nil, slowStart: slowStart)
+            }
         case .deadlineAsCancellation, .closeWithoutWaiting, .noCheckpoint:
             guard bug == .deadlineAsCancellation else {
                 return try await thread.runInterruptible(boundTo: handle, interrupt: { [self] in interrupt() }) {
-                    [self] interruption in try step(sql, parameters, interruption)
+                    [self] interruption in try step(sql, parameters, interruption, slowStart: slowStart)
                 }
             }
             do {
                 return try await thread.runInterruptible(boundTo: handle, interrupt: { [self] in interrupt() }) {
-                    [self] interruption in try step(sql, parameters, interruption)
+                    [self] interruption in try step(sql, parameters, interruption, slowStart: slowStart)
                 }
             } catch {
                 throw CancellationError()
@@ -150,9 +156,9 @@ final class SeededSQLiteDatabase: ManagedResource {
     }
 
     /// Steps `sql` to its end; returns the first column of the first row.
-    private func step(_ sql: String, _ parameters: [String], _ interruption: BlockingCallInterruption?) throws
-        -> [String?]
-    {
+    private func step(
+        _ sql: String, _ parameters: [String], _ interruption: BlockingCallInterruption?, slowStart: Bool
+    ) throws -> [String?] {
         var prepared: OpaquePointer?
         let status = sqlite3_prepare_v2(db, sql, -1, &prepared, nil)
         guard status == SQLITE_OK, let statement = prepared else { throw SeededFailure(code: status) }
@@ -161,7 +167,7 @@ final class SeededSQLiteDatabase: ManagedResource {
         for (index, value) in parameters.enumerated() {
             sqlite3_bind_text(statement, Int32(index + 1), value, -1, transient)
         }
-        if bug == .interruptOnceBeforeTheStep {
+        if slowStart {
             // The seeded bug's window held open, as a statement that takes 2 ms to prepare would: an interrupt that
             // lands before the first `sqlite3_step` is cleared by SQLite, so a cancel at the start of the call is
             // lost on almost every round, not only when it happens to fall between two lines.

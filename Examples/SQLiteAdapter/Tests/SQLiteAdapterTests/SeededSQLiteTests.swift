@@ -8,7 +8,7 @@ import Testing
 /// README quotes). The default, what CI runs, is five runs each, three of which must catch it: several checks
 /// cancel at random points, and a detection rate is a rate. Under `.ci/run`'s load the interrupt-once variant
 /// was caught in 24 of 27 runs over nine validations (about 0.89, against 19 of 20 on a quiet machine), until
-/// its statements took 2 ms to start (`SeededSQLiteDatabase`): its window no longer depends on where a random
+/// its long statement took 2 ms to start (`SeededSQLiteDatabase`): its window no longer depends on where a random
 /// cancel lands, and it was caught 10 of 10 alone and beside two busy loops.
 extension SQLiteExampleTests {
     @Suite struct SeededSQLiteTests {
@@ -52,7 +52,7 @@ extension SQLiteExampleTests {
                     "seeded sqlite (\(bug))",
                     make: { scope in try await SeededSQLiteDatabase.open(folder.newFile(), bug: bug, in: scope) },
                     blockingOperation: { database in
-                        _ = try await database.query(SQLiteExampleTests.SQLiteDatabaseTests.endless)
+                        _ = try await database.query(SQLiteExampleTests.SQLiteDatabaseTests.endless, slowStart: true)
                     },
                     ownedDescriptors: { _ in folder.openDescriptors() },
                     exchange: { database, token in
