@@ -22,20 +22,13 @@ enum BoundedClose {
     /// Closes a ``SynchronouslyClosedResource`` inline, on the calling thread; untimed, a close that returns
     /// reports `.closed(.zero)` (two clock reads saved where nobody reads the duration).
     static func run(_ resource: any SynchronouslyClosedResource, timed: Bool) -> CloseOutcome {
-        guard timed else {
-            do {
-                try resource.closeSynchronously()
-                return .closed(.zero)
-            } catch {
-                return .failed(error)
-            }
-        }
-        let started = ContinuousClock.now
+        let started = timed ? MonotonicNanoseconds.now : 0
         do {
             try resource.closeSynchronously()
-            return .closed(ContinuousClock.now - started)
         } catch {
             return .failed(error)
         }
+        guard timed else { return .closed(.zero) }
+        return .closed(.nanoseconds(Int64(clamping: MonotonicNanoseconds.now &- started)))
     }
 }
