@@ -116,6 +116,12 @@ struct ReadinessTable<Waiter> {
             [reader?.waiter, writer?.waiter].compactMap { $0 } + contenders.map(\.slot.waiter)
         }
 
+        /// Whether the holder of `interest` was confirmed by the kernel; `nil` when nobody holds it. Reads the flag in
+        /// place (the subscript would copy the slot and retain its waiter).
+        func holderConfirmed(_ interest: IOInterest) -> Bool? {
+            interest == .readable ? reader?.confirmed : writer?.confirmed
+        }
+
         subscript(interest: IOInterest) -> Slot? {
             get { interest == .readable ? reader : writer }
             set { if interest == .readable { reader = newValue } else { writer = newValue } }
@@ -135,127 +141,130 @@ struct ReadinessTable<Waiter> {
     /// Adds a waiter. Returns the kernel call to make (if none is in flight for `fd`) and waiters to fail.
     mutating func add(fd: Int32, interest: IOInterest, id: UInt64, waiter: Waiter) -> (Request?, [Failure]) {
         let slot = Slot(id: id, waiter: waiter)
-        guard var entry = entries[fd] else {
-            var entry = Entry(registration: newRegistration(for: fd))
-            entry[interest] = slot
-            store(entry, at: fd)
-            return (beginSync(fd), [])
-        }
-        if let holder = entry[interest] {
-            // A confirmed holder may be stale (its descriptor closed and reused): ask the kernel. An
-            // unconfirmed one was added since the last call, so it is live: refuse at once.
-            guard holder.confirmed else {
-                return (nil, [(waiter, Self.alreadyWaiting)])
+        let known = update(fd) { entry -> (Request?, [Failure]) in
+            if let confirmed = entry.holderConfirmed(interest) {
+                // A confirmed holder may be stale (its descriptor closed and reused): ask the kernel. An
+                // unconfirmed one was added since the last call, so it is live: refuse at once.
+                guard confirmed else {
+                    return (nil, [(waiter, Self.alreadyWaiting)])
+                }
+                entry.contenders.append(Contender(interest: interest, slot: slot))
+            } else {
+                entry[interest] = slot
             }
-            entry.contenders.append(Contender(interest: interest, slot: slot))
-        } else {
-            entry[interest] = slot
+            return (Self.beginSync(&entry, fd: fd), [])
         }
-        store(entry, at: fd)
-        return (beginSync(fd), [])
+        if let known { return known }
+        var entry = Entry(registration: newRegistration(for: fd))
+        entry[interest] = slot
+        let request = Self.beginSync(&entry, fd: fd)
+        entries[fd] = entry
+        count += 1
+        return (request, [])
     }
 
     /// Removes a cancelled waiter. Makes no kernel call (see the type's rules). Unknown ids are ignored.
     mutating func remove(fd: Int32, id: UInt64) {
-        guard var entry = entries[fd] else { return }
-        if let index = entry.contenders.firstIndex(where: { $0.slot.id == id }) {
-            entry.contenders.remove(at: index)
-        } else if entry.reader?.id == id {
-            entry.reader = nil
-            promoteContender(for: .readable, in: &entry)
-        } else if entry.writer?.id == id {
-            entry.writer = nil
-            promoteContender(for: .writable, in: &entry)
-        } else {
-            return
+        update(fd) { entry in
+            if entry.reader?.id == id {
+                entry.reader = nil
+                Self.promoteContender(for: .readable, in: &entry)
+            } else if entry.writer?.id == id {
+                entry.writer = nil
+                Self.promoteContender(for: .writable, in: &entry)
+            } else if let index = entry.contenders.firstIndex(where: { $0.slot.id == id }) {
+                entry.contenders.remove(at: index)
+            }
         }
-        store(entry, at: fd)
     }
 
     /// The kernel reported `events` for `registration` (its one-shot registration is now disarmed).
     /// Returns the waiters to resume and the re-arming call if waiters remain. Stale registrations are ignored.
     mutating func fire(registration: UInt64, events: UInt32) -> (ready: Ready, Request?) {
         let fd = Self.descriptor(of: registration)
-        guard var entry = entries[fd], entry.registration == registration
-        else {
-            return (Ready(), nil)
+        let fired = update(fd) { entry -> (ready: Ready, Request?) in
+            guard entry.registration == registration else { return (Ready(), nil) }
+            entry.kernel = .disarmed
+            if entry.syncing { entry.firedWhileSyncing = true }
+            let reported = IOEvents(epoll: events)
+            let readable = events & (rk_EPOLLIN | rk_EPOLLRDHUP | rk_EPOLLHUP | rk_EPOLLERR) != 0
+            let writable = events & (rk_EPOLLOUT | rk_EPOLLHUP | rk_EPOLLERR) != 0
+            var ready = Ready()
+            if readable, let reader = entry.reader.take() {
+                ready.reader = (reader.waiter, reported)
+            }
+            if writable, let writer = entry.writer.take() {
+                ready.writer = (writer.waiter, reported)
+            }
+            return (ready, entry.hasWaiters ? Self.beginSync(&entry, fd: fd) : nil)
         }
-        entry.kernel = .disarmed
-        if entry.syncing { entry.firedWhileSyncing = true }
-        let reported = IOEvents(epoll: events)
-        let readable = events & (rk_EPOLLIN | rk_EPOLLRDHUP | rk_EPOLLHUP | rk_EPOLLERR) != 0
-        let writable = events & (rk_EPOLLOUT | rk_EPOLLHUP | rk_EPOLLERR) != 0
-        var ready = Ready()
-        if readable, let reader = entry.reader {
-            ready.reader = (reader.waiter, reported)
-            entry.reader = nil
-        }
-        if writable, let writer = entry.writer {
-            ready.writer = (writer.waiter, reported)
-            entry.writer = nil
-        }
-        store(entry, at: fd)
-        return (ready, entry.hasWaiters ? beginSync(fd) : nil)
+        return fired ?? (Ready(), nil)
     }
 
     /// A kernel call returned `result` (0 or an errno). Returns the next call for the same descriptor, if
     /// one is needed, and the waiters to fail.
     mutating func finish(_ request: Request, result: Int32) -> (Request?, [Failure]) {
         let fd = request.fd
-        guard var entry = entries[fd], entry.registration == request.registration, entry.syncing else {
-            return (nil, [])
-        }
-        entry.syncing = false
-        var failures: [Failure] = []
-        switch (request.op, result) {
-        case (_, 0):
-            entry.kernel = entry.firedWhileSyncing ? .disarmed : .armed(request.events)
-            for interest in [IOInterest.readable, .writable]
-            where entry[interest].map({ request.covers.contains($0.id) }) ?? false {
-                entry[interest]?.confirmed = true
-            }
-            // The holders are live: contenders covered by this call lose.
-            entry.contenders.removeAll { contender in
-                guard request.covers.contains(contender.slot.id) else { return false }
-                failures.append((contender.slot.waiter, Self.alreadyWaiting))
-                return true
-            }
-        case (.modify, ENOENT):
-            // The kernel forgot the registration: the descriptor was closed (and perhaps its number reused)
-            // under the confirmed waiters, which can never be woken by it. Later waiters get a new registration.
-            for interest in [IOInterest.readable, .writable] {
-                if let holder = entry[interest], holder.confirmed {
-                    failures.append((holder.waiter, Self.descriptorClosed))
-                    entry[interest] = nil
-                    promoteContender(for: interest, in: &entry)
+        var forget = false
+        // Made before the in-place access below (which holds `entries`): a generation spent on a stale answer is
+        // harmless.
+        let renewed = request.op == .modify && result == ENOENT ? newRegistration(for: fd) : nil
+        let finished = update(fd) { entry -> (Request?, [Failure]) in
+            guard entry.registration == request.registration, entry.syncing else { return (nil, []) }
+            entry.syncing = false
+            var failures: [Failure] = []
+            switch (request.op, result) {
+            case (_, 0):
+                entry.kernel = entry.firedWhileSyncing ? .disarmed : .armed(request.events)
+                if let reader = entry.reader?.id, request.covers.contains(reader) { entry.reader?.confirmed = true }
+                if let writer = entry.writer?.id, request.covers.contains(writer) { entry.writer?.confirmed = true }
+                // The holders are live: contenders covered by this call lose.
+                if !entry.contenders.isEmpty {
+                    entry.contenders.removeAll { contender in
+                        guard request.covers.contains(contender.slot.id) else { return false }
+                        failures.append((contender.slot.waiter, Self.alreadyWaiting))
+                        return true
+                    }
                 }
+            case (.modify, ENOENT):
+                // The kernel forgot the registration: the descriptor was closed (and perhaps its number reused)
+                // under the confirmed waiters, which can never be woken by it. Later waiters get a new
+                // registration.
+                for interest in [IOInterest.readable, .writable] where entry.holderConfirmed(interest) == true {
+                    if let holder = entry[interest] { failures.append((holder.waiter, Self.descriptorClosed)) }
+                    entry[interest] = nil
+                    Self.promoteContender(for: interest, in: &entry)
+                }
+                for contender in entry.contenders {
+                    failures.append((contender.slot.waiter, Self.alreadyWaiting))
+                }
+                entry.contenders = []
+                entry.registration = renewed ?? entry.registration
+                entry.kernel = .unregistered
+            case (.add, EEXIST):
+                // A registration we no longer track is still in the kernel: take it over with `MOD`.
+                entry.kernel = .disarmed
+            default:
+                let error = Self.error(for: request.op, errno: result)
+                failures += entry.allWaiters.map { ($0, error) }
+                // Forgotten below, outside this in-place access; without waiters it no longer counts.
+                entry.reader = nil
+                entry.writer = nil
+                entry.contenders = []
+                forget = true
+                return (nil, failures)
             }
-            for contender in entry.contenders {
-                failures.append((contender.slot.waiter, Self.alreadyWaiting))
-            }
-            entry.contenders = []
-            entry.registration = newRegistration(for: fd)
-            entry.kernel = .unregistered
-        case (.add, EEXIST):
-            // A registration we no longer track is still in the kernel: take it over with `MOD`.
-            entry.kernel = .disarmed
-        default:
-            let error = Self.error(for: request.op, errno: result)
-            failures += entry.allWaiters.map { ($0, error) }
-            entries[fd] = nil
-            if entry.hasWaiters { count -= 1 }
-            return (nil, failures)
+            entry.firedWhileSyncing = false
+            return (Self.beginSync(&entry, fd: fd), failures)
         }
-        entry.firedWhileSyncing = false
-        store(entry, at: fd)
-        return (beginSync(fd), failures)
+        if forget { entries[fd] = nil }
+        return finished ?? (nil, [])
     }
 
     /// The descriptor is about to be closed: forget it. Returns its waiters (fail them with
     /// `descriptorClosed`) and the `DEL` to make.
     mutating func descriptorWillClose(fd: Int32) -> (waiters: [Waiter], Request?) {
-        guard let entry = entries[fd] else { return ([], nil) }
-        entries[fd] = nil
+        guard let entry = entries.removeValue(at: fd) else { return ([], nil) }
         if entry.hasWaiters { count -= 1 }
         let registered = entry.kernel != .unregistered || entry.syncing
         return (
@@ -275,10 +284,24 @@ struct ReadinessTable<Waiter> {
 
     // MARK: decisions
 
-    /// Starts a kernel call for `fd` unless one is in flight (its ``finish(_:result:)`` will look again) or
-    /// the kernel already holds what the waiters need.
-    private mutating func beginSync(_ fd: Int32) -> Request? {
-        guard var entry = entries[fd], !entry.syncing else { return nil }
+    /// Runs `body` on the entry of `fd` in place (no copy of the entry, its waiters or its contenders: several
+    /// per wait otherwise), keeping ``count`` in step. `nil` when `fd` has no entry.
+    @discardableResult
+    private mutating func update<Result>(_ fd: Int32, _ body: (inout Entry) -> Result) -> Result? {
+        let changed = entries.modify(fd) { entry -> (Result, Int) in
+            let had = entry.hasWaiters
+            let result = body(&entry)
+            return (result, had == entry.hasWaiters ? 0 : entry.hasWaiters ? 1 : -1)
+        }
+        guard let (result, change) = changed else { return nil }
+        count += change
+        return result
+    }
+
+    /// Starts a kernel call for the entry of `fd` unless one is in flight (its ``finish(_:result:)`` will look
+    /// again) or the kernel already holds what the waiters need.
+    private static func beginSync(_ entry: inout Entry, fd: Int32) -> Request? {
+        guard !entry.syncing else { return nil }
         let wanted = entry.mask
         guard wanted != 0 else { return nil }
         let op: CtlOperation
@@ -292,13 +315,13 @@ struct ReadinessTable<Waiter> {
             op = .modify
         }
         entry.syncing = true
-        entries[fd] = entry
         let covers = Covers(
-            reader: entry.reader?.id, writer: entry.writer?.id, contenders: entry.contenders.map(\.slot.id))
+            reader: entry.reader?.id, writer: entry.writer?.id,
+            contenders: entry.contenders.isEmpty ? [] : entry.contenders.map(\.slot.id))
         return Request(op: op, fd: fd, events: wanted, registration: entry.registration, covers: covers)
     }
 
-    private mutating func promoteContender(for interest: IOInterest, in entry: inout Entry) {
+    private static func promoteContender(for interest: IOInterest, in entry: inout Entry) {
         guard entry[interest] == nil, let index = entry.contenders.firstIndex(where: { $0.interest == interest }) else {
             return
         }
@@ -315,13 +338,6 @@ struct ReadinessTable<Waiter> {
         let generation = nextGeneration & 0xFFFF_FFFF == 0 ? 1 : nextGeneration & 0xFFFF_FFFF
         nextGeneration = generation + 1
         return generation << 32 | UInt64(UInt32(bitPattern: fd))
-    }
-
-    /// Stores `entry`, keeping ``count`` in step.
-    private mutating func store(_ entry: Entry, at fd: Int32) {
-        let had = entries[fd]?.hasWaiters ?? false
-        entries[fd] = entry
-        if had != entry.hasWaiters { count += entry.hasWaiters ? 1 : -1 }
     }
 
     private static var alreadyWaiting: ResourceKitError {
@@ -373,6 +389,23 @@ struct EntriesByDescriptor<Entry> {
             }
             byIndex[index] = newValue
         }
+    }
+
+    /// Runs `body` on the entry of `fd` in place; `nil` (and `body` not run) when there is none.
+    mutating func modify<Result>(_ fd: Int32, _ body: (inout Entry) -> Result) -> Result? {
+        guard fd >= 0, fd < Self.limit else {
+            guard others[fd] != nil else { return nil }
+            return body(&others[fd]!)
+        }
+        let index = Int(fd)
+        guard index < byIndex.count, byIndex[index] != nil else { return nil }
+        return body(&byIndex[index]!)
+    }
+
+    /// Removes the entry of `fd` and returns it (moved out, not copied).
+    mutating func removeValue(at fd: Int32) -> Entry? {
+        guard fd >= 0, fd < Self.limit else { return others.removeValue(forKey: fd) }
+        return Int(fd) < byIndex.count ? byIndex[Int(fd)].take() : nil
     }
 
     /// Every entry, in no particular order.
