@@ -90,11 +90,13 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.object = ObjectIdentifier(resource)
         let synchronous = resource as? any SynchronouslyClosedResource
         self.closesInline = synchronous != nil
-        let initial = State(resource: resource, synchronousResource: synchronous, deadline: deadline, owner: owner)
+        // Built where it is stored: a named local would be copied in (through the type's value witness).
         #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-        self.state = Locked(initial)
+        self.state = Locked(
+            State(resource: resource, synchronousResource: synchronous, deadline: deadline, owner: owner))
         #else
-        self.state = Mutex(initial)
+        self.state = Mutex(
+            State(resource: resource, synchronousResource: synchronous, deadline: deadline, owner: owner))
         #endif
     }
 
