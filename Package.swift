@@ -37,7 +37,7 @@ let package = Package(
             dependencies: ["CSystemShims"],
             // Debug builds (and the sanitizer passes) resume checked continuations and lock a cell with the
             // pthread mutex the thread sanitizer sees; release builds use unsafe continuations and an inline
-            // `Mutex`: see `WaiterContinuation` and `CancellationCellLock`.
+            // `Mutex`: see `WaiterContinuation` and `InlineStateLock`.
             swiftSettings: strict + [.define("RESOURCEKIT_CHECKED_SYNCHRONIZATION", .when(configuration: .debug))]
         ),
         // The I/O runtime: the epoll reactor, the blocking pool, guarded descriptors, Syscall, byte streams.

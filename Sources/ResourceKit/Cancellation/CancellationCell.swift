@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Runs one operation so that a cancel arriving before its start, during it, or after its completion is
 /// handled exactly once.
 ///
@@ -26,8 +24,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     @usableFromInline typealias Waiter = CancellationWaiter
     private typealias Machine = CancellationStateMachine<Waiter>
 
-    /// The cell's state, behind a lock held inline: see ``CancellationCellLock``.
-    private let inner = CancellationCellLock(CancellationCellState())
+    /// The cell's state, behind a lock held inline in release builds: see ``InlineStateLock``.
+    private let inner = InlineStateLock(CancellationCellState())
 
     /// Creates a cell for one operation. A cell runs at most once.
     public init() {}
@@ -219,17 +217,6 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 
 /// The continuation a cell's waiter suspends on: see ``WaiterContinuation``.
 @usableFromInline typealias CancellationWaiter = WaiterContinuation<any Sendable>
-
-/// The lock around a cell's state. Release builds hold it inline in the cell (`Synchronization.Mutex`): a cell is
-/// then one allocation, not two (the cell and a ``Locked``'s storage), and every wait makes a cell. Debug builds
-/// (`RESOURCEKIT_CHECKED_SYNCHRONIZATION`, as for ``WaiterContinuation``) keep ``Locked``, the pthread mutex
-/// the thread sanitizer sees (it cannot see `Mutex`'s futex and would report a race on every wait). Both run the
-/// same state machine under the same rule: decide under the lock, act after it.
-#if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-typealias CancellationCellLock = Locked<CancellationCellState>
-#else
-typealias CancellationCellLock = Mutex<CancellationCellState>
-#endif
 
 /// What a cancel that wins against a started operation runs, in this order, on the cancelling thread: the
 /// adapter's hook (`run`'s `onCancel`), the waiter's resume, then `run`'s `afterCancel`.

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// ResourceKit's record of one registered resource: what an adapter binds its operations to.
 ///
 /// A handle is created by ``ResourceScope/register(_:kind:label:)`` (closed when the scope ends) or by
@@ -62,13 +60,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         var owner: ResourceScope?
     }
 
-    /// Held inline in release builds (one allocation per handle, not two); debug builds, where the sanitizer passes
-    /// run, keep the pthread mutex the thread sanitizer sees (see `CancellationCellLock`).
-    #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-    private let state: Locked<State>
-    #else
-    private let state: Mutex<State>
-    #endif
+    /// Held inline in release builds: see ``InlineStateLock``.
+    private let state: InlineStateLock<State>
     /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline()``).
     private let closesInline: Bool
 
@@ -91,13 +84,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         let synchronous = resource as? any SynchronouslyClosedResource
         self.closesInline = synchronous != nil
         // Built where it is stored: a named local would be copied in (through the type's value witness).
-        #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-        self.state = Locked(
+        self.state = InlineStateLock(
             State(resource: resource, synchronousResource: synchronous, deadline: deadline, owner: owner))
-        #else
-        self.state = Mutex(
-            State(resource: resource, synchronousResource: synchronous, deadline: deadline, owner: owner))
-        #endif
     }
 
     deinit {

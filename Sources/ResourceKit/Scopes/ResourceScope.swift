@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A lifetime for resources, bound to the task that runs ``withResourceScope(_:deadline:registry:isolation:_:)``.
 ///
 /// Resources registered in a scope are closed last-acquired-first when the scope's body returns, throws or
@@ -51,13 +49,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         var deadlineTimer: DeadlineTimerID?
     }
 
-    /// Held inline in release builds (one allocation per scope, not two); debug builds, where the sanitizer passes
-    /// run, keep the pthread mutex the thread sanitizer sees (see `CancellationCellLock`).
-    #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
-    private let state = Locked(State())
-    #else
-    private let state = Mutex(State())
-    #endif
+    /// Held inline in release builds: see ``InlineStateLock``.
+    private let state = InlineStateLock(State())
 
     @usableFromInline
     init(
