@@ -54,7 +54,8 @@ public final class ResourceRegistry: Sendable {
         }
     }
 
-    private let state = Locked(State())
+    /// Held inline in release builds: see ``InlineStateLock`` (two round trips per registered resource).
+    private let state = InlineStateLock(State())
     /// Closes of abandoned resources, running until they end (a snapshot's `backgroundCloses`).
     private let closes = OwnedTasks()
     private let broadcast = Broadcast<ResourceEvent>()
@@ -116,11 +117,17 @@ public final class ResourceRegistry: Sendable {
     ///
     /// - Throws: ``ResourceKitError/Code/alreadyRegistered`` if this object is already registered and not closed.
     public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) throws -> ResourceHandle {
-        try register(resource, kind: kind, label: label, scopePath: "", deadline: nil, owner: nil)
+        try register(
+            resource, closingSynchronously: resource as? any SynchronouslyClosedResource, kind: kind, label: label,
+            scopePath: "", deadline: nil, owner: nil)
     }
 
+    /// `synchronous` is `resource` when it is a ``SynchronouslyClosedResource``: the caller casts, where the
+    /// resource's type is known (a cast specialised for a concrete type costs nothing; a dynamic one looks the
+    /// conformance up).
     func register(
         _ resource: any ManagedResource,
+        closingSynchronously synchronous: (any SynchronouslyClosedResource)?,
         kind: ResourceKind,
         label: String,
         scopePath: String,
@@ -129,16 +136,18 @@ public final class ResourceRegistry: Sendable {
     ) throws -> ResourceHandle {
         let object = ObjectIdentifier(resource)
         let handle = ResourceHandle(
-            resource: resource, kind: kind, label: label, scopePath: scopePath,
+            resource: resource, closingSynchronously: synchronous, kind: kind, label: label, scopePath: scopePath,
             deadline: deadline, owner: owner, registry: self
         )
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in
-            if state.live[object] != nil { return (true, state.live.count) }
+            // One look-up finds the slot and fills it in place (no copy of the entry's three strings).
+            let added = Self.fillIfEmpty(&state.live[object]) {
+                Entry(
+                    id: handle.id, kindName: kind.name, label: label, scopePath: scopePath,
+                    acquiredAt: handle.storedAcquiredAt, deadline: deadline)
+            }
+            guard added else { return (true, state.live.count) }
             state.see(kind)
-            // Built in place: no copy of the entry (three strings) on the way in.
-            state.live[object] = Entry(
-                id: handle.id, kindName: kind.name, label: label, scopePath: scopePath,
-                acquiredAt: handle.storedAcquiredAt, deadline: deadline)
             state.counters[kind.index].acquired += 1
             return (false, state.live.count)
         }
@@ -149,6 +158,14 @@ public final class ResourceRegistry: Sendable {
         }
         publish(ResourceEvent(resource: handle.info, what: .acquired, at: .now))
         return handle
+    }
+
+    /// Stores `make()` in `slot` if it is empty; `false` if it held an entry already. Called on a dictionary's
+    /// subscript, which hands the slot over in place: one hash look-up for the check and the insertion.
+    private static func fillIfEmpty(_ slot: inout Entry?, _ make: () -> Entry) -> Bool {
+        guard slot == nil else { return false }
+        slot = make()
+        return true
     }
 
     // MARK: observation

@@ -28,14 +28,14 @@ public final class HandleSlot: Sendable {
     /// An empty slot.
     public init() {}
 
-    /// The registration: `nil` before ``register(_:in:kind:label:)`` (and after ``clear()``); closed after the
-    /// resource closed.
+    /// The registration: `nil` before ``register(_:in:kind:label:)-(ManagedResource,_,_,_)`` (and after ``clear()``);
+    /// closed after the resource closed.
     public var handle: ResourceHandle? { slot.withLock { $0 } }
 
     /// Registers `resource` in `scope` and keeps the handle.
     ///
-    /// Cancellation: as ``ResourceScope/register(_:kind:label:)``: a cancelled scope cancels and closes the
-    /// resource at once and the call throws (the slot stays empty).
+    /// Cancellation: as ``ResourceScope/register(_:kind:label:)-(ManagedResource,_,_)``: a cancelled scope cancels and
+    /// closes the resource at once and the call throws (the slot stays empty).
     @discardableResult
     nonisolated(nonsending) public func register(
         _ resource: some ManagedResource,
@@ -43,8 +43,27 @@ public final class HandleSlot: Sendable {
         kind: ResourceKind,
         label: String
     ) async throws -> ResourceHandle {
-        let handle = try await scope.register(resource, kind: kind, label: label)
-        slot.withLock { $0 = handle }
+        kept(try await scope.register(resource, kind: kind, label: label))
+    }
+
+    /// Registers `resource` in `scope` and keeps the handle: the same as the general form,
+    /// ``register(_:in:kind:label:)-(ManagedResource,_,_,_)``, chosen by the compiler for a resource that closes
+    /// synchronously (it then needs no run-time conformance look-up, even where the call is not specialised).
+    ///
+    /// Cancellation: as ``ResourceScope/register(_:kind:label:)-(ManagedResource,_,_)``: a cancelled scope cancels and
+    /// closes the resource at once and the call throws (the slot stays empty).
+    @discardableResult
+    nonisolated(nonsending) public func register(
+        _ resource: some SynchronouslyClosedResource,
+        in scope: ResourceScope,
+        kind: ResourceKind,
+        label: String
+    ) async throws -> ResourceHandle {
+        kept(try await scope.register(resource, kind: kind, label: label))
+    }
+
+    private func kept(_ handle: ResourceHandle) -> ResourceHandle {
+        keep(handle)
         return handle
     }
 

@@ -1,9 +1,9 @@
 /// ResourceKit's record of one registered resource: what an adapter binds its operations to.
 ///
-/// A handle is created by ``ResourceScope/register(_:kind:label:)`` (closed when the scope ends) or by
-/// ``ResourceRegistry/register(_:kind:label:)`` (the caller owns closing it). It knows whether the resource was
-/// cancelled and why, the effective deadline of its scope, and every operation currently running on it, so
-/// that one ``cancel(_:)`` resumes them all at once.
+/// A handle is created by ``ResourceScope/register(_:kind:label:)-(ManagedResource,_,_)`` (closed when the scope ends)
+/// or by ``ResourceRegistry/register(_:kind:label:)`` (the caller owns closing it). It knows whether the resource was
+/// cancelled and why, the effective deadline of its scope, and every operation currently running on it, so that one
+/// ``cancel(_:)`` resumes them all at once.
 public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Where the resource is in its life.
     enum Phase: Sendable, Hashable {
@@ -43,11 +43,31 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The resource object's identity: the registry's key for it, kept after the handle lets the resource go.
     let object: ObjectIdentifier
 
+    /// The resource, held once: as a ``SynchronouslyClosedResource`` when it is one (decided at registration), for
+    /// ``closeInline()``; one reference, where two fields of the two types cost a retain and a release more.
+    private enum HeldResource {
+        case general(any ManagedResource)
+        case synchronous(any SynchronouslyClosedResource)
+
+        init(_ resource: any ManagedResource, synchronous: (any SynchronouslyClosedResource)?) {
+            if let synchronous { self = .synchronous(synchronous) } else { self = .general(resource) }
+        }
+
+        var resource: any ManagedResource {
+            switch self {
+            case .general(let resource): resource
+            case .synchronous(let resource): resource
+            }
+        }
+    }
+
     private struct State {
-        var resource: (any ManagedResource)?
-        /// The same object when it is a ``SynchronouslyClosedResource`` (decided once, at registration), for
-        /// ``closeInline()``.
-        var synchronousResource: (any SynchronouslyClosedResource)?
+        var held: HeldResource?
+        var resource: (any ManagedResource)? { held?.resource }
+        var synchronousResource: (any SynchronouslyClosedResource)? {
+            guard case .synchronous(let resource) = held else { return nil }
+            return resource
+        }
         var phase: Phase = .live
         var cancelReason: CancellationReason?
         var operations: [ObjectIdentifier: any CancellableOperation] = [:]
@@ -65,8 +85,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline()``).
     private let closesInline: Bool
 
+    /// `synchronous` is `resource` when it is a ``SynchronouslyClosedResource`` (the registering caller casts).
     init(
         resource: any ManagedResource,
+        closingSynchronously synchronous: (any SynchronouslyClosedResource)?,
         kind: ResourceKind,
         label: String,
         scopePath: String,
@@ -81,11 +103,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.registry = registry
         self.storedAcquiredAt = .now
         self.object = ObjectIdentifier(resource)
-        let synchronous = resource as? any SynchronouslyClosedResource
         self.closesInline = synchronous != nil
         // Built where it is stored: a named local would be copied in (through the type's value witness).
         self.state = InlineStateLock(
-            State(resource: resource, synchronousResource: synchronous, deadline: deadline, owner: owner))
+            State(held: HeldResource(resource, synchronous: synchronous), deadline: deadline, owner: owner))
     }
 
     deinit {
@@ -93,11 +114,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         let leaked = state.withLock { state -> (any ManagedResource)? in
             guard state.phase == .live else { return nil }
             state.phase = .closed
-            defer {
-                state.resource = nil
-                state.synchronousResource = nil
-            }
-            return state.resource
+            return state.held.take()?.resource
         }
         guard let leaked else { return }
         registry.didLeak(info, kind: kind, object: object, reason: .deinitializedWithoutClose)
@@ -220,7 +237,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     func closeInline(timed: Bool) -> CloseOutcome? {
         guard closesInline else { return nil }
         let work = state.withLock { state -> ([any CancellableOperation], any SynchronouslyClosedResource)?? in
-            guard state.phase == .live, state.resource != nil else { return .some(nil) }
+            guard state.phase == .live, state.held != nil else { return .some(nil) }
             guard state.parts == nil, let resource = state.synchronousResource else { return nil }
             state.phase = .closing
             guard !state.operations.isEmpty else { return ([], resource) }
@@ -258,8 +275,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     private func endClose(_ resource: any ManagedResource, outcome: CloseOutcome) {
         state.withLock { state in
             state.phase = .closed
-            state.resource = nil
-            state.synchronousResource = nil
+            state.held = nil
             state.owner = nil
         }
         // The resource lives until the registry forgot it: its object's address is the registry's key, and a new
@@ -308,8 +324,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     func markRejectedDuplicate() {
         state.withLock { state in
             state.phase = .closed
-            state.resource = nil
-            state.synchronousResource = nil
+            state.held = nil
         }
     }
 

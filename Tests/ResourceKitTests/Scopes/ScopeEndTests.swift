@@ -105,6 +105,41 @@ import Testing
         #expect(log.all == ["close first", "close second"])
     }
 
+    /// Registers through a function that knows only `ManagedResource` (an adapter's generic helper).
+    private func registerGenerically(_ resource: some ManagedResource, in scope: ResourceScope) async throws
+        -> ResourceHandle
+    {
+        try await scope.register(resource, kind: kind, label: "generic")
+    }
+
+    /// Every way to register finds out that a resource closes synchronously: the overloads for a type known to
+    /// (no run-time look-up) and the general forms (a cast), through a scope, a slot and the registry alone.
+    @Test func everyRegistrationRouteFindsASynchronousClose() async throws {
+        let registry = ResourceRegistry()
+        let log = CloseLog()
+        try await withResourceScope("routes", registry: registry) { scope in
+            let erased: any ManagedResource = InlineResource("erased", log: log)
+            let slot = HandleSlot()
+            let handles = [
+                try await scope.register(InlineResource("concrete", log: log), kind: kind, label: "concrete"),
+                try await scope.register(erased, kind: kind, label: "erased"),
+                try await registerGenerically(InlineResource("generic", log: log), in: scope),
+                try await slot.register(InlineResource("slot", log: log), in: scope, kind: kind, label: "slot"),
+                try registry.register(InlineResource("unscoped", log: log), kind: kind, label: "unscoped"),
+            ]
+            for handle in handles {
+                #expect(handle.closeInline(timed: false) != nil, "\(handle.label) must close inline")
+            }
+            let asynchronous = try await scope.register(RecordingResource("async", log: log), kind: kind, label: "a")
+            #expect(asynchronous.closeInline(timed: false) == nil, "a resource with an async close")
+        }
+        #expect(
+            log.all == [
+                "close concrete", "close erased", "close generic", "close slot", "close unscoped", "close async",
+            ])
+        #expect(registry.liveCount == 0)
+    }
+
     private func removing(_ handle: ResourceHandle, from list: inout HandleList) -> Bool {
         list.remove(handle)
     }
