@@ -39,6 +39,7 @@ enum BenchCommand: DemoCommand {
         resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
                resource-bench --load TASKS [--on-reactor [--reactors N]] [--quick] [--postgres URL]
                resource-bench --read-cancels N
+               resource-bench --scale-cancels ROUNDS
         """
     static let details = """
           Cancel-to-return latencies and throughput beside their references. Build with -c release.
@@ -48,8 +49,11 @@ enum BenchCommand: DemoCommand {
             (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor;
             --reactors N (1 to 16): a group of N reactors and a sharded pool of 16 over it, the tasks spread over them.
           --read-cancels N: only N cancels of a parked socket read beside N of the Swift floor, for `perf stat`.
+          --scale-cancels ROUNDS: only the 10,000 blocked reads cancelled at once, ROUNDS times, each round's time.
         """
-    static let valueFlags: Set<String> = ["--postgres", "--report", "--load", "--reactors", "--read-cancels"]
+    static let valueFlags: Set<String> = [
+        "--postgres", "--report", "--load", "--reactors", "--read-cancels", "--scale-cancels",
+    ]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
         if let tasks = try arguments.integer("--load", in: 1...10_000) {
@@ -61,6 +65,10 @@ enum BenchCommand: DemoCommand {
         }
         if let rounds = try arguments.integer("--read-cancels", in: 1...1_000_000) {
             try await Bench.readCancels(rounds: rounds)
+            return 0
+        }
+        if let rounds = try arguments.integer("--scale-cancels", in: 1...1_000) {
+            try await Bench.scaleCancels(rounds: rounds)
             return 0
         }
         if arguments.has("--on-reactor") || arguments.value("--reactors") != nil {

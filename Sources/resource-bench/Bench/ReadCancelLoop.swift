@@ -41,3 +41,25 @@ extension Bench {
         Console.line("\(rounds) read cancels, medians: \(figures)")
     }
 }
+
+extension Bench {
+    /// `resource-bench --scale-cancels R`: R rounds of the bench's "10,000 blocked socket reads: cancel -> last
+    /// return" figure alone (each round opens 10,000 connections to a silent peer process, parks a read on each and
+    /// cancels them all at once), printing every round's time, so that the figure's spread and `perf record` can be
+    /// looked at without the rest of the bench:
+    ///
+    /// ```
+    /// .build/release/resource-bench --scale-cancels 10
+    /// ```
+    static func scaleCancels(rounds: Int) async throws {
+        var times: [Double] = []
+        for _ in 0..<rounds {
+            let result = try await ScaleBench.run(count: 10_000)
+            times.append(Samples.convert(result.lastReturned, to: "ms"))
+        }
+        let each = times.map { String(format: "%.1f", $0) }.joined(separator: " ")
+        let sorted = times.sorted()
+        let summary = String(format: "median %.1f ms, max %.1f ms", sorted[sorted.count / 2], sorted[sorted.count - 1])
+        Console.line("10000 blocked reads, cancel -> last return, \(rounds) rounds (ms): \(each); \(summary)")
+    }
+}
