@@ -117,28 +117,21 @@ public final class ResourceRegistry: Sendable {
     ///
     /// - Throws: ``ResourceKitError/Code/alreadyRegistered`` if this object is already registered and not closed.
     public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) throws -> ResourceHandle {
-        try register(
-            resource, closingSynchronously: resource as? any SynchronouslyClosedResource, kind: kind, label: label,
-            scopePath: "", deadline: nil, owner: nil)
+        try register(RegisteredResource(resource), kind: kind, label: label, scopePath: "", deadline: nil, owner: nil)
     }
 
-    /// `synchronous` is `resource` when it is a ``SynchronouslyClosedResource``: the caller casts, where the
-    /// resource's type is known (a cast specialised for a concrete type costs nothing; a dynamic one looks the
-    /// conformance up).
     func register(
-        _ resource: any ManagedResource,
-        closingSynchronously synchronous: (any SynchronouslyClosedResource)?,
+        _ resource: RegisteredResource,
         kind: ResourceKind,
         label: String,
         scopePath: String,
         deadline: StoredInstant?,
         owner: ResourceScope?
     ) throws -> ResourceHandle {
-        let object = ObjectIdentifier(resource)
+        let object = ObjectIdentifier(resource.resource)
         let handle = ResourceHandle(
-            resource: resource, closingSynchronously: synchronous, kind: kind, label: label, scopePath: scopePath,
-            deadline: deadline, owner: owner, registry: self
-        )
+            resource: resource, kind: kind, label: label, scopePath: scopePath, deadline: deadline, owner: owner,
+            registry: self)
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in
             // One look-up finds the slot and fills it in place (no copy of the entry's three strings).
             let added = Self.fillIfEmpty(&state.live[object]) {

@@ -43,31 +43,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The resource object's identity: the registry's key for it, kept after the handle lets the resource go.
     let object: ObjectIdentifier
 
-    /// The resource, held once: as a ``SynchronouslyClosedResource`` when it is one (decided at registration), for
-    /// ``closeInline()``; one reference, where two fields of the two types cost a retain and a release more.
-    private enum HeldResource {
-        case general(any ManagedResource)
-        case synchronous(any SynchronouslyClosedResource)
-
-        init(_ resource: any ManagedResource, synchronous: (any SynchronouslyClosedResource)?) {
-            if let synchronous { self = .synchronous(synchronous) } else { self = .general(resource) }
-        }
-
-        var resource: any ManagedResource {
-            switch self {
-            case .general(let resource): resource
-            case .synchronous(let resource): resource
-            }
-        }
-    }
-
     private struct State {
-        var held: HeldResource?
+        /// The resource until it is closed (``RegisteredResource``: held once, whichever way it closes).
+        var held: RegisteredResource?
         var resource: (any ManagedResource)? { held?.resource }
-        var synchronousResource: (any SynchronouslyClosedResource)? {
-            guard case .synchronous(let resource) = held else { return nil }
-            return resource
-        }
         var phase: Phase = .live
         var cancelReason: CancellationReason?
         var operations: [ObjectIdentifier: any CancellableOperation] = [:]
@@ -85,10 +64,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline()``).
     private let closesInline: Bool
 
-    /// `synchronous` is `resource` when it is a ``SynchronouslyClosedResource`` (the registering caller casts).
     init(
-        resource: any ManagedResource,
-        closingSynchronously synchronous: (any SynchronouslyClosedResource)?,
+        resource: RegisteredResource,
         kind: ResourceKind,
         label: String,
         scopePath: String,
@@ -102,11 +79,11 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.scopePath = scopePath
         self.registry = registry
         self.storedAcquiredAt = .now
-        self.object = ObjectIdentifier(resource)
-        self.closesInline = synchronous != nil
+        self.object = ObjectIdentifier(resource.resource)
+        self.closesInline = resource.synchronous != nil
         // Built where it is stored: a named local would be copied in (through the type's value witness).
         self.state = InlineStateLock(
-            State(held: HeldResource(resource, synchronous: synchronous), deadline: deadline, owner: owner))
+            State(held: resource, deadline: deadline, owner: owner))
     }
 
     deinit {
@@ -238,7 +215,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         guard closesInline else { return nil }
         let work = state.withLock { state -> ([any CancellableOperation], any SynchronouslyClosedResource)?? in
             guard state.phase == .live, state.held != nil else { return .some(nil) }
-            guard state.parts == nil, let resource = state.synchronousResource else { return nil }
+            guard state.parts == nil, let resource = state.held?.synchronous else { return nil }
             state.phase = .closing
             guard !state.operations.isEmpty else { return ([], resource) }
             defer { state.operations = [:] }

@@ -170,8 +170,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         async throws -> ResourceHandle
     {
         // The accepted case needs no async frame of its own (Docs/Architecture.md, "The cost of a scope").
-        let (handle, rejection) = try admit(
-            resource, closingSynchronously: resource as? any SynchronouslyClosedResource, kind: kind, label: label)
+        let (handle, rejection) = try admit(RegisteredResource(resource), kind: kind, label: label)
         if let rejection { try await reject(handle, rejection) }
         return handle
     }
@@ -191,22 +190,19 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     nonisolated(nonsending) public func register(
         _ resource: some SynchronouslyClosedResource, kind: ResourceKind, label: String
     ) async throws -> ResourceHandle {
-        let (handle, rejection) = try admit(resource, closingSynchronously: resource, kind: kind, label: label)
+        let (handle, rejection) = try admit(.synchronous(resource), kind: kind, label: label)
         if let rejection { try await reject(handle, rejection) }
         return handle
     }
 
     /// Registers `resource` with the registry and, unless the scope is no longer open or was cancelled, records
-    /// its handle; else returns the reason to refuse it with (``reject(_:_:)``). `synchronous` is `resource` when it
-    /// is a ``SynchronouslyClosedResource``.
+    /// its handle; else returns the reason to refuse it with (``reject(_:_:)``).
     @usableFromInline
-    func admit(
-        _ resource: any ManagedResource, closingSynchronously synchronous: (any SynchronouslyClosedResource)?,
-        kind: ResourceKind, label: String
-    ) throws -> (ResourceHandle, CancellationReason?) {
+    func admit(_ resource: RegisteredResource, kind: ResourceKind, label: String) throws -> (
+        ResourceHandle, CancellationReason?
+    ) {
         let handle = try registry.register(
-            resource, closingSynchronously: synchronous, kind: kind, label: label, scopePath: path,
-            deadline: storedDeadline, owner: self)
+            resource, kind: kind, label: label, scopePath: path, deadline: storedDeadline, owner: self)
         let rejection = state.withLock { state -> CancellationReason? in
             guard state.phase == .open else { return .cancelled }
             if let reason = state.cancelReason { return reason }
