@@ -14,7 +14,7 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
 
     private(set) var phase: Phase = .pending
     private(set) var reason: CancellationReason?
-    private var waiters = OperationWaiters<Waiter>()
+    private var waiters = IdentityTable<Waiter>()
 
     /// Number of waiters currently tracked (for tests).
     var waiterCount: Int { waiters.count }
@@ -47,7 +47,7 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
         self.reason = reason
         guard phase == .running else { return .none }
         let stopped = waiters.all
-        waiters = OperationWaiters()
+        waiters = IdentityTable()
         return .stop(reason, waiters: stopped)
     }
 
@@ -74,7 +74,7 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
     /// The body ended; returns the cancellation's reason if a cancel won before that.
     mutating func finish() -> CancellationReason? {
         phase = .finished
-        waiters = OperationWaiters()
+        waiters = IdentityTable()
         return reason
     }
 }

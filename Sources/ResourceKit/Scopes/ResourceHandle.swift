@@ -49,7 +49,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         var resource: (any ManagedResource)? { held?.resource }
         var phase: Phase = .live
         var cancelReason: CancellationReason?
-        var operations: [ObjectIdentifier: any CancellableOperation] = [:]
+        var operations = IdentityTable<any CancellableOperation>()
         /// Kept in a fixed-layout form (see ``StoredInstant``), like every instant the handle stores.
         var deadline: StoredInstant?
         var parts: ResourceScope?
@@ -174,16 +174,14 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// adapter's ``ManagedResource/cancel()`` runs. Idempotent; a no-op after close. Non-blocking, any thread.
     public func cancel(_ reason: CancellationReason = .cancelled) {
         let work = state.withLock {
-            state -> ([any CancellableOperation], (any ManagedResource)?, ResourceScope?)? in
+            state -> (IdentityTable<any CancellableOperation>, (any ManagedResource)?, ResourceScope?)? in
             guard state.phase == .live, state.cancelReason == nil else { return nil }
             state.cancelReason = reason
-            return (Array(state.operations.values), state.resource, state.parts)
+            return (state.operations, state.resource, state.parts)
         }
         guard let (operations, resource, parts) = work else { return }
         registry.didRequestCancel(self, reason: reason)
-        for operation in operations {
-            operation.cancel(reason)
-        }
+        operations.forEach { $0.cancel(reason) }
         resource?.cancel()
         parts?.cancel(reason)
     }
@@ -218,8 +216,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             guard state.parts == nil, let resource = state.held?.synchronous else { return nil }
             state.phase = .closing
             guard !state.operations.isEmpty else { return ([], resource) }
-            defer { state.operations = [:] }
-            return (Array(state.operations.values), resource)
+            defer { state.operations = IdentityTable() }
+            return (state.operations.all, resource)
         }
         guard let work else { return nil }
         guard let (operations, resource) = work else { return .alreadyClosed }
@@ -234,8 +232,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             guard state.phase == .live, let resource = state.resource else { return nil }
             state.phase = .closing
             guard !state.operations.isEmpty else { return ([], resource, state.parts) }
-            let operations = Array(state.operations.values)
-            state.operations = [:]
+            let operations = state.operations.all
+            state.operations = IdentityTable()
             return (operations, resource, state.parts)
         }
     }
@@ -268,7 +266,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         let (reason, owned) = state.withLock { state -> (CancellationReason?, Bool) in
             if let reason = state.cancelReason { return (reason, false) }
             guard state.phase == .live else { return (.cancelled, false) }
-            state.operations[ObjectIdentifier(operation)] = operation
+            state.operations.insert(operation)
             guard let scope, let owner = state.owner else { return (nil, false) }
             return (nil, scope.encloses(owner))
         }
@@ -293,8 +291,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
 
     /// Removes an operation that finished.
     func untrack(_ operation: any CancellableOperation) {
-        let removed = state.withLock { $0.operations.removeValue(forKey: ObjectIdentifier(operation)) }
-        if removed != nil { registry.operationsChanged(by: -1) }
+        let removed = state.withLock { $0.operations.remove(operation) }
+        if removed { registry.operationsChanged(by: -1) }
     }
 
     /// The registration was refused (the object is already registered): this handle owns nothing.

@@ -45,7 +45,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         var handles = HandleList()
         var children: [ObjectIdentifier: ResourceScope] = [:]
         /// Operations of this scope's task on resources it does not own (they joined it: ``join(_:)``).
-        var borrowers: [ObjectIdentifier: any CancellableOperation] = [:]
+        var borrowers = IdentityTable<any CancellableOperation>()
         var deadlineTimer: DeadlineTimerID?
     }
 
@@ -113,11 +113,11 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
         let work = state.withLock {
-            state -> (HandleList, [ResourceScope], [any CancellableOperation])? in
+            state -> (HandleList, [ResourceScope], IdentityTable<any CancellableOperation>)? in
             guard state.cancelReason == nil, state.phase != .finished else { return nil }
             state.cancelReason = reason
-            defer { state.borrowers = [:] }
-            return (state.handles, Array(state.children.values), Array(state.borrowers.values))
+            defer { state.borrowers = IdentityTable() }
+            return (state.handles, Array(state.children.values), state.borrowers)
         }
         guard let (handles, children, borrowers) = work else { return }
         for handle in handles.reversed() {
@@ -126,9 +126,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         for child in children {
             child.cancel(reason)
         }
-        for borrower in borrowers {
-            borrower.cancel(reason)
-        }
+        borrowers.forEach { $0.cancel(reason) }
     }
 
     /// An operation of this scope's task on a resource the scope does not own joins it: cancelling the scope
@@ -138,7 +136,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     func join(_ operation: any CancellableOperation) {
         let reason = state.withLock { state -> CancellationReason? in
             if let reason = state.cancelReason { return reason }
-            if state.phase != .finished { state.borrowers[ObjectIdentifier(operation)] = operation }
+            if state.phase != .finished { state.borrowers.insert(operation) }
             return nil
         }
         if let reason { operation.cancel(reason) }
@@ -146,7 +144,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     /// The operation ended.
     func leave(_ operation: any CancellableOperation) {
-        _ = state.withLock { $0.borrowers.removeValue(forKey: ObjectIdentifier(operation)) }
+        _ = state.withLock { $0.borrowers.remove(operation) }
     }
 
     /// Whether this scope is `scope` or one of its ancestors: its cancellation reaches `scope`.
@@ -299,7 +297,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         state.withLock { state in
             state.phase = .finished
             state.handles = HandleList()
-            state.borrowers = [:]
+            state.borrowers = IdentityTable()
         }
         parent?.detachChild(self)
     }

@@ -2,15 +2,15 @@ import Testing
 
 @testable import ResourceKit
 
-/// ``OperationWaiters`` as a pure value: the inline first waiter and the dictionary behind it never hold one id
+/// ``IdentityTable`` as a pure value: the inline first member and the dictionary behind it never hold one id
 /// twice, and nothing tracked is lost.
-@Suite struct OperationWaitersTests {
+@Suite struct IdentityTableTests {
     let a = ObjectIdentifier(Int.self)
     let b = ObjectIdentifier(String.self)
     let c = ObjectIdentifier(Double.self)
 
     @Test func oneWaiterIsTrackedReplacedAndForgotten() {
-        var waiters = OperationWaiters<Int>()
+        var waiters = IdentityTable<Int>()
         waiters.insert(1, id: a)
         waiters.insert(2, id: a)
         #expect(waiters.count == 1)
@@ -23,7 +23,7 @@ import Testing
     }
 
     @Test func moreThanOneWaiterAreAllTracked() {
-        var waiters = OperationWaiters<Int>()
+        var waiters = IdentityTable<Int>()
         waiters.insert(1, id: a)
         waiters.insert(2, id: b)
         waiters.insert(3, id: c)
@@ -33,7 +33,7 @@ import Testing
     }
 
     @Test func anIdHeldBehindTheFirstIsNeverTrackedTwice() {
-        var waiters = OperationWaiters<Int>()
+        var waiters = IdentityTable<Int>()
         waiters.insert(1, id: a)
         waiters.insert(2, id: b)  // behind the first
         waiters.remove(id: a)  // the inline place is free, b is still behind it
@@ -42,5 +42,26 @@ import Testing
         #expect(waiters.all == [3])
         waiters.remove(id: b)
         #expect(waiters.count == 0)
+    }
+
+    @Test func insertAndRemoveSayWhetherTheyChangedTheMembers() {
+        var table = IdentityTable<Int>()
+        #expect(table.isEmpty)
+        var changes: [Bool] = []
+        changes.append(table.insert(1, id: a))
+        changes.append(table.insert(10, id: a))  // replaced inline
+        changes.append(table.insert(2, id: b))
+        changes.append(table.insert(20, id: b))  // replaced behind the first
+        #expect(changes == [true, false, true, false])
+        #expect(!table.isEmpty)
+        var seen: [Int] = []
+        table.forEach { seen.append($0) }
+        #expect(seen.sorted() == [10, 20])
+        changes = [table.remove(id: a), table.remove(id: a), table.remove(id: c), table.remove(id: b)]
+        #expect(changes == [true, false, false, true])
+        #expect(table.isEmpty)
+        seen = []
+        table.forEach { seen.append($0) }
+        #expect(seen.isEmpty)
     }
 }
