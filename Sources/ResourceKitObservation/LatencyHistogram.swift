@@ -1,8 +1,8 @@
 package import ResourceKit
 
 /// A fixed-size log-scale histogram of durations (nanosecond resolution, about 9% bucket width, up to ~18
-/// minutes), cheap enough to update on every cancellation. A pure value; the registry records into it under its
-/// lock, and a snapshot hands out a copy.
+/// minutes), cheap enough to update on every cancellation. A pure value: the registry records each kind's
+/// latencies without a lock, and a snapshot hands out their value.
 public struct LatencyHistogram: Sendable, Hashable {
     package private(set) var buckets: LatencyBuckets
 

@@ -15,8 +15,9 @@ package struct KindTally: Sendable {
 }
 
 /// The storage of a fixed-size log-scale histogram of durations: nanosecond resolution, 8 buckets per power of two
-/// (about 9% bucket width), up to ~18 minutes. Recording is the core's (once per cancellation, under the
-/// registry's lock); quantiles and Prometheus buckets are read by `LatencyHistogram` in `ResourceKitObservation`.
+/// (about 9% bucket width), up to ~18 minutes. Recording is the core's (once per cancellation, into a
+/// ``LatencyRecorder``, which reads out as this value); quantiles and Prometheus buckets are read by
+/// `LatencyHistogram` in `ResourceKitObservation`.
 package struct LatencyBuckets: Sendable, Hashable {
     /// Buckets per power of two.
     package static let subBuckets = 8
@@ -30,6 +31,19 @@ package struct LatencyBuckets: Sendable, Hashable {
 
     package init() {
         counts = Array(repeating: 0, count: Self.bucketCount)
+    }
+
+    /// The value of samples recorded elsewhere (``LatencyRecorder``): `count` is the buckets' total; the extremes
+    /// are `nil` when there is no sample.
+    package init(counts: [UInt64], sumNanoseconds: UInt64, minimumNanoseconds: UInt64, maximumNanoseconds: UInt64) {
+        precondition(counts.count == Self.bucketCount, "one count per bucket")
+        self.counts = counts
+        count = counts.reduce(0, &+)
+        sum = .nanoseconds(Int64(clamping: sumNanoseconds))
+        if count > 0 {
+            min = .nanoseconds(Int64(clamping: Swift.min(minimumNanoseconds, maximumNanoseconds)))
+            max = .nanoseconds(Int64(clamping: maximumNanoseconds))
+        }
     }
 
     package static func nanoseconds(_ d: Duration) -> UInt64 {

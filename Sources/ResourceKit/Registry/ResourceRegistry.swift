@@ -43,14 +43,18 @@ public final class ResourceRegistry: Sendable {
             if entry.id != id { live[object] = entry }  // a later registration of the object: keep it
         }
 
-        /// Makes room for `kind` and notes it (the first kind of a name stays, as registered).
-        mutating func see(_ kind: ResourceKind) {
+        /// Makes room for `kind` and notes it (the first kind of a name stays, as registered). Returns `true` the
+        /// first time.
+        @discardableResult
+        mutating func see(_ kind: ResourceKind) -> Bool {
             if kind.index >= kinds.count {
                 let missing = kind.index + 1 - kinds.count
                 kinds.append(contentsOf: repeatElement(nil, count: missing))
                 counters.append(contentsOf: repeatElement(KindTally(), count: missing))
             }
-            if kinds[kind.index] == nil { kinds[kind.index] = kind }
+            guard kinds[kind.index] == nil else { return false }
+            kinds[kind.index] = kind
+            return true
         }
     }
 
@@ -67,6 +71,8 @@ public final class ResourceRegistry: Sendable {
     /// Mirrors `sink != nil` (written under the sink's lock): with no sink and no subscriber, events are not
     /// even built.
     private let hasSink = Atomic<Bool>(false)
+    /// Each kind's cancellation latencies, recorded without a lock.
+    private let latencies = LatencyRecorders()
 
     /// Creates an empty registry.
     public init() {}
@@ -99,7 +105,7 @@ public final class ResourceRegistry: Sendable {
     /// kind implicitly; an explicit call makes the kind visible in snapshots before its first resource.
     public func registerKind(_ kind: ResourceKind) {
         state.withLock { state in
-            state.see(kind)
+            if state.see(kind) { latencies.prepare(kind.index) }
             state.kinds[kind.index] = kind
         }
     }
@@ -140,7 +146,8 @@ public final class ResourceRegistry: Sendable {
                     acquiredAt: handle.storedAcquiredAt, deadline: deadline)
             }
             guard added else { return (true, state.live.count) }
-            state.see(kind)
+            // The kind's latency recorder is made with the kind's counters, not by the first cancelled wait.
+            if state.see(kind) { latencies.prepare(kind.index) }
             state.counters[kind.index].acquired += 1
             return (false, state.live.count)
         }
@@ -186,15 +193,21 @@ public final class ResourceRegistry: Sendable {
 
     /// A copy of the current state, for `registry.snapshot()` in `ResourceKitObservation`.
     package func reading() -> RegistryReading {
-        let (live, tallies, kinds) = state.withLock { state in
+        let (live, counted, kinds) = state.withLock { state in
             (
                 state.live.values.map { RegistryReading.Live(info: $0.info, cancellation: $0.cancellation) },
-                Dictionary(
-                    uniqueKeysWithValues: state.kinds.indices.compactMap { index in
-                        state.kinds[index].map { ($0.name, state.counters[index]) }
-                    }),
+                state.kinds.indices.compactMap { index in
+                    state.kinds[index].map { (index, $0.name, state.counters[index]) }
+                },
                 state.kinds.compactMap { $0 }.sorted { $0.name < $1.name }
             )
+        }
+        // The latencies are read after the lock (they are recorded without it).
+        var tallies: [String: KindTally] = [:]
+        for (index, name, tally) in counted {
+            var tally = tally
+            tally.cancellationLatency = latencies.reading(at: index)
+            tallies[name] = tally
         }
         return RegistryReading(
             live: live.sorted { $0.info.id < $1.info.id }, tallies: tallies, kinds: kinds,
@@ -307,11 +320,9 @@ public final class ResourceRegistry: Sendable {
         closes.start { _ = await BoundedClose.run(resource, timeout: timeout) }
     }
 
+    /// Records one cancelled wait's latency for `kind` (a kind this registry saw: its handle's). Lock-free.
     func recordCancellationLatency(nanoseconds: UInt64, kind: ResourceKind) {
-        state.withLock { state in
-            state.see(kind)
-            state.counters[kind.index].cancellationLatency.record(nanoseconds: nanoseconds)
-        }
+        latencies.record(nanoseconds: nanoseconds, index: kind.index)
     }
 
     private func publish(_ make: @autoclosure () -> ResourceEvent) {

@@ -1,0 +1,66 @@
+import Synchronization
+
+/// One registry's ``LatencyRecorder``s, by ``ResourceKind/index``, found without a lock and without touching a
+/// reference count: every cancelled wait bound to a handle records into its kind's recorder on its way out, and
+/// thousands cancelled at once from two cores contended on the registry's lock (and would on a shared reference
+/// count) for it (Docs/Architecture.md, "State machines and their owners").
+///
+/// Kind numbers are dense and process-wide, and a process has a handful of kinds: the first ``lockFreeKinds`` have
+/// a slot here; a kind past them keeps its recorder under a lock of its own. A registry makes a kind's recorder
+/// when it first sees the kind (``prepare(_:)``, at a registration), so that no cancel pays for it.
+struct LatencyRecorders: ~Copyable, Sendable {
+    /// Each slot owns one retain of its recorder (taken when stored, given back in `deinit`).
+    private let slots: InlineArray<64, Atomic<Unmanaged<LatencyRecorder>?>>
+    private let later = Mutex<[Int: LatencyRecorder]>([:])
+
+    /// The number of kinds whose recorder is found without a lock.
+    static var lockFreeKinds: Int { InlineArray<64, Atomic<Unmanaged<LatencyRecorder>?>>.count }
+
+    init() {
+        slots = InlineArray { _ in Atomic(nil) }
+    }
+
+    deinit {
+        for index in slots.indices {
+            slots[index].load(ordering: .acquiring)?.release()
+        }
+    }
+
+    /// Makes the recorder of the kind numbered `index` unless it exists.
+    func prepare(_ index: Int) {
+        guard index < Self.lockFreeKinds else {
+            later.withLock { later in
+                if later[index] == nil { later[index] = LatencyRecorder() }
+            }
+            return
+        }
+        guard slots[index].load(ordering: .acquiring) == nil else { return }
+        let made = Unmanaged.passRetained(LatencyRecorder())
+        let (stored, _) = slots[index].compareExchange(expected: nil, desired: made, ordering: .acquiringAndReleasing)
+        if !stored { made.release() }  // another thread stored one first
+    }
+
+    /// Records `nanoseconds` for the kind numbered `index`. Lock-free for a prepared kind below ``lockFreeKinds``.
+    func record(nanoseconds: UInt64, index: Int) {
+        if index < Self.lockFreeKinds, let slot = slots[index].load(ordering: .acquiring) {
+            // The slot's own retain keeps the recorder alive while `self` lives.
+            slot._withUnsafeGuaranteedRef { $0.record(nanoseconds: nanoseconds) }
+            return
+        }
+        prepare(index)
+        if index < Self.lockFreeKinds {
+            slots[index].load(ordering: .acquiring)?._withUnsafeGuaranteedRef { $0.record(nanoseconds: nanoseconds) }
+        } else {
+            later.withLock { $0[index] }?.record(nanoseconds: nanoseconds)
+        }
+    }
+
+    /// What the kind numbered `index` recorded so far (empty when nothing).
+    func reading(at index: Int) -> LatencyBuckets {
+        if index < Self.lockFreeKinds {
+            let slot = slots[index].load(ordering: .acquiring)
+            return slot?._withUnsafeGuaranteedRef { $0.reading() } ?? LatencyBuckets()
+        }
+        return later.withLock { $0[index] }?.reading() ?? LatencyBuckets()
+    }
+}
