@@ -164,7 +164,7 @@ extension PostgresConnection {
                 result in
                 switch PQresultStatus(result) {
                 case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE, PGRES_EMPTY_QUERY:
-                    results.append(.from(result))
+                    results.append(.from(result, reusing: self.recentColumns))
                 case PGRES_FATAL_ERROR:
                     failure = failure ?? .server(result)
                 default:

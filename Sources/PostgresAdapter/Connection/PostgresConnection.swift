@@ -59,6 +59,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     public let session: PostgresSessionOptions
     private let registration = HandleSlot()
     let cancelChannel = Locked<PostgresCancelChannel?>(nil)
+    /// The columns of the latest result, for the next result of the same shape.
+    let recentColumns = RecentColumns()
     /// How long a cancel, or draining a cancelled query, may take before the connection is broken.
     public let cancelTimeout: Duration
 

@@ -91,7 +91,7 @@ extension PostgresConnection {
                             state.machine.enter(.simple)
                             return .done(state.machine.resultsEnded(id).ourCancel)
                         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
-                            if current == nil { current = .success(.from(result)) }
+                            if current == nil { current = .success(.from(result, reusing: recentColumns)) }
                         case PGRES_PIPELINE_ABORTED:
                             current = .failure(
                                 PostgresError(.pipelineAborted, "skipped: an earlier statement in the pipeline failed"))

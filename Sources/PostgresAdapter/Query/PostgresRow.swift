@@ -38,6 +38,8 @@ public struct PostgresRow: Sendable, Hashable {
         let count = Int(PQnfields(result))
         var names: [String] = []
         var oids: [UInt32] = []
+        names.reserveCapacity(count)
+        oids.reserveCapacity(count)
         for field in 0..<count {
             names.append(PQfname(result, Int32(field)).map { String(cString: $0) } ?? "")
             oids.append(UInt32(PQftype(result, Int32(field))))
@@ -71,8 +73,9 @@ public struct PostgresResult: Sendable {
     /// Rows affected by INSERT/UPDATE/DELETE/SELECT, when the server reports it.
     public let affectedRows: Int?
 
-    static func from(_ result: OpaquePointer) -> PostgresResult {
-        let columns = PostgresRow.columns(of: result)
+    /// `result` decoded; its columns are `recent`'s when they describe it (see ``RecentColumns``).
+    static func from(_ result: OpaquePointer, reusing recent: borrowing RecentColumns) -> PostgresResult {
+        let columns = recent.columns(of: result)
         let count = PQntuples(result)
         var rows: [PostgresRow] = []
         rows.reserveCapacity(Int(count))
