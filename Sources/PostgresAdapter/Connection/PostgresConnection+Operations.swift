@@ -153,18 +153,19 @@ extension PostgresConnection {
         }
     }
 
-    /// Sends `sql` and collects every result until ReadyForQuery. A cancel goes out from inside
+    /// Sends `sql`, reads every result until ReadyForQuery and returns the last one (`nil` for none): what
+    /// ``execute(_:_:)`` answers, with no array of results built per query. A cancel goes out from inside
     /// `withTaskCancellationHandler`; the caller leaves at once and the results are drained later.
-    func sendAndCollect(_ sql: String, _ binds: [PostgresBind]) async throws -> [PostgresResult] {
+    func sendAndCollect(_ sql: String, _ binds: [PostgresBind]) async throws -> PostgresResult? {
         let id = try send(sql, binds, singleRow: false)
-        var results: [PostgresResult] = []
+        var last: PostgresResult?
         var failure: PostgresError?
         try await collectWithoutOperation(id) { cancelQuery in
             let end = try await self.awaitResults(id, deadline: nil, bindToCaller: true, afterCancel: cancelQuery) {
                 result in
                 switch PQresultStatus(result) {
                 case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE, PGRES_EMPTY_QUERY:
-                    results.append(.from(result, reusing: self.recentColumns))
+                    last = .from(result, reusing: self.recentColumns)
                 case PGRES_FATAL_ERROR:
                     failure = failure ?? .server(result)
                 default:
@@ -181,7 +182,7 @@ extension PostgresConnection {
                 throw self.outcome(of: failure, ourCancel: end == .ended(ourCancel: true))
             }
         }
-        return results
+        return last
     }
 
     /// Flushes query `id`, then runs `body` (handed the query's cancel, for its waits), with no operation of its

@@ -8,8 +8,7 @@ extension PostgresConnection {
     ///   `connection`, `connectionBusy` when another operation runs on this connection).
     @discardableResult
     public func execute(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> PostgresResult {
-        let results = try await run(sql, binds.map(\.postgresBind))
-        return results.last ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
+        try await run(sql, binds.map(\.postgresBind)) ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
     }
 
     /// Runs a query and returns its rows. Cancellation as ``execute(_:_:)``.
@@ -45,7 +44,8 @@ extension PostgresConnection {
         return value
     }
 
-    func run(_ sql: String, _ binds: [PostgresBind]) async throws -> [PostgresResult] {
+    /// ``execute(_:_:)``'s work: the last result of `sql`, `nil` when it had none.
+    func run(_ sql: String, _ binds: [PostgresBind]) async throws -> PostgresResult? {
         try Task.checkCancellation()
         try handle?.checkCancellation()
         try await begin()
