@@ -33,7 +33,7 @@ public struct RegistrySnapshot: Sendable {
         public var cancellationLatency = LatencyHistogram()
         public init() {}
 
-        init(_ tally: KindTally) {
+        init(_ tally: KindTally, latency: LatencyBuckets) {
             acquired = tally.acquired
             cancelled = tally.cancelled
             closed = tally.closed
@@ -42,7 +42,7 @@ public struct RegistrySnapshot: Sendable {
             leaked = tally.leaked
             leakedByReason = tally.leakedByReason
             adapterEvents = tally.adapterEvents
-            cancellationLatency = LatencyHistogram(tally.cancellationLatency)
+            cancellationLatency = LatencyHistogram(latency)
         }
     }
 
@@ -60,7 +60,10 @@ public struct RegistrySnapshot: Sendable {
         live = reading.live.map {
             LiveResource(info: $0.info, cancellation: $0.cancellation, age: reading.takenAt - $0.info.acquiredAt)
         }
-        counters = reading.tallies.mapValues(KindCounters.init)
+        counters = Dictionary(
+            uniqueKeysWithValues: reading.tallies.map { name, tally in
+                (name, KindCounters(tally, latency: reading.latencies[name] ?? LatencyBuckets()))
+            })
         kinds = reading.kinds
         backgroundCloses = reading.backgroundCloses
     }

@@ -1,5 +1,6 @@
-/// What the registry counts for one kind, under its lock. The public view of it is `RegistrySnapshot.KindCounters`
-/// in `ResourceKitObservation`: the core counts, the observation module reads (Docs/Architecture.md, "Modules").
+/// What the registry counts for one kind, under its lock (the kind's cancellation latencies are recorded without
+/// it: ``LatencyRecorder``). The public view of both is `RegistrySnapshot.KindCounters` in
+/// `ResourceKitObservation`: the core counts, the observation module reads (Docs/Architecture.md, "Modules").
 package struct KindTally: Sendable {
     package var acquired: UInt64 = 0
     package var cancelled: UInt64 = 0
@@ -9,7 +10,6 @@ package struct KindTally: Sendable {
     package var leaked: UInt64 = 0
     package var leakedByReason: [LeakReason: UInt64] = [:]
     package var adapterEvents: [String: UInt64] = [:]
-    package var cancellationLatency = LatencyBuckets()
 
     package init() {}
 }
@@ -76,7 +76,7 @@ package struct LatencyBuckets: Sendable, Hashable {
         record(nanoseconds: Self.nanoseconds(duration))
     }
 
-    /// Adds one sample of `ns` nanoseconds. The hot path's form (a cancellation's latency): no 128-bit division.
+    /// Adds one sample of `ns` nanoseconds.
     package mutating func record(nanoseconds ns: UInt64) {
         counts[Self.bucketIndex(nanoseconds: ns)] += 1
         count += 1
@@ -97,6 +97,8 @@ package struct RegistryReading: Sendable {
     /// Live resources, in registration order.
     package let live: [Live]
     package let tallies: [String: KindTally]
+    /// Each kind's cancellation latencies, by name (read from the recorders after the lock).
+    package let latencies: [String: LatencyBuckets]
     /// Kinds in the plugin table, by name.
     package let kinds: [ResourceKind]
     package let backgroundCloses: Int

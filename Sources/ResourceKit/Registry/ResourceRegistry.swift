@@ -193,24 +193,20 @@ public final class ResourceRegistry: Sendable {
 
     /// A copy of the current state, for `registry.snapshot()` in `ResourceKitObservation`.
     package func reading() -> RegistryReading {
-        let (live, counted, kinds) = state.withLock { state in
+        let (live, tallies, kinds) = state.withLock { state in
             (
                 state.live.values.map { RegistryReading.Live(info: $0.info, cancellation: $0.cancellation) },
-                state.kinds.indices.compactMap { index in
-                    state.kinds[index].map { (index, $0.name, state.counters[index]) }
-                },
+                Dictionary(
+                    uniqueKeysWithValues: state.kinds.indices.compactMap { index in
+                        state.kinds[index].map { ($0.name, state.counters[index]) }
+                    }),
                 state.kinds.compactMap { $0 }.sorted { $0.name < $1.name }
             )
         }
-        // The latencies are read after the lock (they are recorded without it).
-        var tallies: [String: KindTally] = [:]
-        for (index, name, tally) in counted {
-            var tally = tally
-            tally.cancellationLatency = latencies.reading(at: index)
-            tallies[name] = tally
-        }
+        // Read after the lock: they are recorded without it.
+        let latencies = Dictionary(uniqueKeysWithValues: kinds.map { ($0.name, self.latencies.reading(at: $0.index)) })
         return RegistryReading(
-            live: live.sorted { $0.info.id < $1.info.id }, tallies: tallies, kinds: kinds,
+            live: live.sorted { $0.info.id < $1.info.id }, tallies: tallies, latencies: latencies, kinds: kinds,
             backgroundCloses: closes.count, takenAt: .now)
     }
 
