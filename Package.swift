@@ -6,6 +6,12 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The runtime libraries' async functions run on their caller's executor (SE-0461's `nonisolated(nonsending)`,
+/// the default Swift is moving to) instead of hopping to the generic executor at every call and return: a query
+/// passes through a dozen of them, and each hop of a task with an executor preference takes the task's status
+/// lock (Docs/Architecture.md, "Where code runs"). Tools and tests keep the Swift 6 default.
+let runtime: [SwiftSetting] = strict + [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]
+
 let package = Package(
     name: "ResourceKit",
     products: [
@@ -38,19 +44,19 @@ let package = Package(
             // Debug builds (and the sanitizer passes) resume checked continuations and lock a cell with the
             // pthread mutex the thread sanitizer sees; release builds use unsafe continuations and an inline
             // `Mutex`: see `WaiterContinuation` and `InlineStateLock`.
-            swiftSettings: strict + [.define("RESOURCEKIT_CHECKED_SYNCHRONIZATION", .when(configuration: .debug))]
+            swiftSettings: runtime + [.define("RESOURCEKIT_CHECKED_SYNCHRONIZATION", .when(configuration: .debug))]
         ),
         // The I/O runtime: the epoll reactor, the blocking pool, guarded descriptors, Syscall, byte streams.
         .target(
             name: "ResourceKitIO",
             dependencies: ["ResourceKit", "CSystemShims"],
-            swiftSettings: strict
+            swiftSettings: runtime
         ),
         // Task patterns on top of the core: latest-wins tasks, owned background work, outcomes.
         .target(
             name: "ResourceKitPatterns",
             dependencies: ["ResourceKit"],
-            swiftSettings: strict
+            swiftSettings: runtime
         ),
         // How an application watches a registry: its snapshot, its event stream, an event sink.
         .target(name: "ResourceKitObservation", dependencies: ["ResourceKit"], swiftSettings: strict),
@@ -67,7 +73,7 @@ let package = Package(
             dependencies: ["ResourceKit", "ResourceKitIO", "CSystemShims"],
             swiftSettings: strict
         ),
-        .target(name: "SocketAdapter", dependencies: ["ResourceKit", "ResourceKitIO"], swiftSettings: strict),
+        .target(name: "SocketAdapter", dependencies: ["ResourceKit", "ResourceKitIO"], swiftSettings: runtime),
         // The conformance kit for adapter authors (and for the shipped adapters' own tests).
         .target(
             name: "ResourceKitTesting",
@@ -77,13 +83,13 @@ let package = Package(
         .target(
             name: "FileAdapter",
             dependencies: ["ResourceKit", "ResourceKitIO"],
-            swiftSettings: strict
+            swiftSettings: runtime
         ),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(
             name: "PostgresAdapter",
             dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitPatterns", "CLibPQ"],
-            swiftSettings: strict
+            swiftSettings: runtime
         ),
         .target(
             name: "EmbeddedPostgres",
