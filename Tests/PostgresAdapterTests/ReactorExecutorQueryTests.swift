@@ -42,22 +42,25 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
-    /// The look before parking, as a decision: never on the reactor's thread, where a look would hold back
-    /// every other readiness event, and never while other queries are in flight or about to be.
+    /// The look before parking, as a decision: never on an actor (the query runs on it, and a look would hold
+    /// it), never on the reactor's thread, where a look would hold back every other readiness event, and never
+    /// while other queries are in flight or about to be.
     @Test func aWaitOnTheReactorsThreadNeverLooksBeforeParking() {
-        // (first wait, the caller's own, on the reactor's thread, others busy) -> looks
-        let cases: [(Bool, Bool, Bool, Bool, Bool)] = [
-            (true, true, true, false, false),
-            (true, true, true, true, false),
-            (true, true, false, false, true),
-            (true, true, false, true, false),
-            (false, true, false, false, false),
-            (true, false, false, false, false),
+        // (first wait, the caller's own, on an actor, on the reactor's thread, others busy) -> looks
+        let cases: [(Bool, Bool, Bool, Bool, Bool, Bool)] = [
+            (true, true, false, true, false, false),
+            (true, true, false, true, true, false),
+            (true, true, false, false, false, true),
+            (true, true, true, false, false, false),
+            (true, true, false, false, true, false),
+            (false, true, false, false, false, false),
+            (true, false, false, false, false, false),
         ]
-        for (first, own, onReactor, busy, expected) in cases {
+        for (first, own, onActor, onReactor, busy, expected) in cases {
             let looks = PostgresConnection.looksAgain(
-                firstWait: first, callersOwn: own, onReactorThread: onReactor, othersAreBusy: busy)
-            #expect(looks == expected, "first \(first), own \(own), on reactor \(onReactor), busy \(busy)")
+                firstWait: first, callersOwn: own, onActor: onActor, onReactorThread: onReactor, othersAreBusy: busy)
+            let context = "first \(first), own \(own), on an actor \(onActor), on reactor \(onReactor), busy \(busy)"
+            #expect(looks == expected, Comment(rawValue: context))
         }
     }
 }

@@ -38,16 +38,19 @@ import Testing
     actor Caller {
         let executor = QueueExecutor()
         var queries = 0
+        var lookedBeforeParking = -1
         nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
         func queryThroughAConnectionAndAPool(_ conninfo: String, onNotice: @escaping @Sendable (PostgresNotice) -> Void)
-            async throws -> Bool
+            async throws -> (queries: Int, lookedBeforeParking: Int, endedOnTheActor: Bool)
         {
             try await withResourceScope("where", registry: ResourceRegistry()) { scope in
                 let connection = try await PostgresConnection.connect(
                     conninfo, in: scope, configuration: .init(onNotice: onNotice))
                 try await connection.execute(WhereCodeRunsTests.notice)
                 queries += 1
+                // On an actor a query parks at once: a look before parking would hold the actor.
+                lookedBeforeParking = connection.answerLooks.load(ordering: .relaxed)
             }
             let pool = try PostgresPool(
                 conninfo: conninfo, maxConnections: 1, registry: ResourceRegistry(), onNotice: onNotice)
@@ -61,18 +64,19 @@ import Testing
                 throw error
             }
             await pool.shutdown()
-            return queries == 2 && QueueExecutor.isCurrent
+            return (queries, lookedBeforeParking, QueueExecutor.isCurrent)
         }
     }
 
     @Test func aQueryFromAnActorRunsOnThatActor() async throws {
         let conninfo = try await TestDatabase.conninfo()
         let seen = Locked<[String]>([])
-        let onActor = try await Caller().queryThroughAConnectionAndAPool(conninfo) { notice in
+        let caller = try await Caller().queryThroughAConnectionAndAPool(conninfo) { notice in
             let here = QueueExecutor.isCurrent
             seen.withLock { $0.append("\(notice.message) \(here ? "on" : "off") the caller's executor") }
         }
-        #expect(onActor)
+        #expect(caller.queries == 2 && caller.endedOnTheActor)
+        #expect(caller.lookedBeforeParking == 0, "a query on an actor looked at its socket before parking")
         // Both notices were delivered on the actor's executor: the connection's and the pool's code ran there.
         let expected = "here on the caller's executor"
         #expect(seen.withLock { $0 } == [expected, expected])

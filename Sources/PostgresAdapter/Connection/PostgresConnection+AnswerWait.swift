@@ -13,8 +13,9 @@ extension PostgresConnection {
     /// local server usually answers a lone short query within it, and parking on the reactor costs two thread
     /// wake-ups. Under load it parks at once: with other queries in flight, a look would hold a cooperative thread
     /// that their results need, and burn CPU that the server needs (the bench's 64-task row). Only a caller's own
-    /// operation looks again; a drain parks at once, and so does a task running on the reactor's own thread (it
-    /// prefers the reactor as its executor), where a look would hold back every other readiness event.
+    /// operation looks again; a drain parks at once, and so does a caller on an actor (the look would hold the
+    /// actor) and a task running on the reactor's own thread (it prefers the reactor as its executor), where a
+    /// look would hold back every other readiness event.
     ///
     /// Cancellation: the wait is bound to the connection's handle (and the caller's operation); a look in
     /// progress stops at the task's or the handle's cancellation and parks, which then returns at once.
@@ -32,9 +33,12 @@ extension PostgresConnection {
         let handle = self.handle
         let first = !lookedAgain
         lookedAgain = true
+        // `#isolation`: the caller's actor, as this function runs on it (Docs/Architecture.md, "Where code runs").
+        let callersActor: (any Actor)? = #isolation
         let look = Self.looksAgain(
-            firstWait: first, callersOwn: bindToCaller, onReactorThread: reactor.isCurrentThread,
-            othersAreBusy: Self.othersAreBusy)
+            firstWait: first, callersOwn: bindToCaller, onActor: callersActor != nil,
+            onReactorThread: reactor.isCurrentThread, othersAreBusy: Self.othersAreBusy)
+        if look { answerLooks.add(1, ordering: .relaxed) }
         if look,
             Self.becomesReadable(
                 socket, within: Self.answerSpin, unless: { Task.isCancelled || handle?.isCancelled == true })
@@ -45,11 +49,14 @@ extension PostgresConnection {
             for: socket, .readable, boundTo: bindToCaller ? handle : nil, deadline: deadline, afterCancel: afterCancel)
     }
 
-    /// Whether a wait looks at the socket before parking: only a caller's own first wait for a query, never on the
-    /// reactor's thread (a look there would hold back every readiness event of the process), and only when no
-    /// other query is in flight or about to be.
-    static func looksAgain(firstWait: Bool, callersOwn: Bool, onReactorThread: Bool, othersAreBusy: Bool) -> Bool {
-        firstWait && callersOwn && !onReactorThread && !othersAreBusy
+    /// Whether a wait looks at the socket before parking: only a caller's own first wait for a query, never on an
+    /// actor (the query runs on its caller's actor, which a look would hold: the main actor for up to
+    /// ``answerSpin``), never on the reactor's thread (a look there would hold back every readiness event of the
+    /// process), and only when no other query is in flight or about to be.
+    static func looksAgain(
+        firstWait: Bool, callersOwn: Bool, onActor: Bool, onReactorThread: Bool, othersAreBusy: Bool
+    ) -> Bool {
+        firstWait && callersOwn && !onActor && !onReactorThread && !othersAreBusy
     }
 
     /// How long a lone query's first wait for its answer polls the socket before parking on the reactor. The

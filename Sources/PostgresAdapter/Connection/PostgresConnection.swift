@@ -1,6 +1,7 @@
 import CLibPQ
 public import ResourceKit
 import ResourceKitIO
+import Synchronization
 
 /// One Postgres connection through libpq's non-blocking API and the ResourceKit reactor. No libpq call that
 /// can block runs on the cooperative pool: host names are resolved on the blocking pool before libpq sees
@@ -61,6 +62,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     let cancelChannel = Locked<PostgresCancelChannel?>(nil)
     /// The columns of the latest result, for the next result of the same shape.
     let recentColumns = RecentColumns()
+    /// How many answer waits of this connection looked at the socket before parking (for tests).
+    let answerLooks = Atomic<Int>(0)
     /// How long a cancel, or draining a cancelled query, may take before the connection is broken.
     public let cancelTimeout: Duration
 
