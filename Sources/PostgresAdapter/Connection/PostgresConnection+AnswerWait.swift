@@ -34,6 +34,7 @@ extension PostgresConnection {
         let first = !lookedAgain
         lookedAgain = true
         // `#isolation`: the caller's actor, as this function runs on it (Docs/Architecture.md, "Where code runs").
+        // Bound first: `#isolation != nil` written inline crashes Swift 6.3.1's code generation here.
         let callersActor: (any Actor)? = #isolation
         let look = Self.looksAgain(
             firstWait: first, callersOwn: bindToCaller, onActor: callersActor != nil,

@@ -122,7 +122,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///   - start: starts the operation; called at most once, never after a cancel that arrived first.
     /// - Throws: `CancellationError`, ``DeadlineExceededError``, or whatever the operation failed with.
     @inlinable
-    nonisolated(nonsending) public func run(
+    public func run(
         boundTo handle: ResourceHandle? = nil,
         deadline: ContinuousClock.Instant? = nil,
         shielded: Bool = false,
@@ -154,7 +154,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
 
     /// Suspends the caller on a ``CancellationWaiter`` handed to ``begin(_:start:)``.
     @inlinable
-    nonisolated(nonsending) func suspend(_ start: (CancellationCell<Success>) -> Void) async throws -> any Sendable {
+    func suspend(_ start: (CancellationCell<Success>) -> Void) async throws -> any Sendable {
         try await suspendOnWaiter { begin($0) { start(self) } }
     }
 

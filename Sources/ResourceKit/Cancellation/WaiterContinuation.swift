@@ -14,7 +14,7 @@
 /// Suspends the caller on a ``WaiterContinuation`` handed to `body`, which must arrange for it to be resumed exactly
 /// once.
 @inlinable
-nonisolated(nonsending) package func suspendOnWaiter<T>(_ body: (WaiterContinuation<T>) -> Void) async throws -> T {
+package func suspendOnWaiter<T>(_ body: (WaiterContinuation<T>) -> Void) async throws -> T {
     #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
     try await withCheckedThrowingContinuation(body)
     #else

@@ -40,7 +40,7 @@
 ///   - onCancel: stops the operation's external work; receives why.
 ///   - body: the operation.
 @inlinable
-nonisolated(nonsending) public func withResourceOperation<Result>(
+public func withResourceOperation<Result>(
     boundTo handle: ResourceHandle?,
     deadline: ContinuousClock.Instant? = nil,
     onCancel: @escaping @Sendable (CancellationReason) -> Void,

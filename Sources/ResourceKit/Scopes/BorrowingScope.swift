@@ -30,7 +30,7 @@ enum BorrowingScope {
 ///
 /// Cancellation: the calling task's cancellation still reaches `body`; only the scope and the enclosing
 /// ``withResourceOperation(boundTo:deadline:onCancel:_:)`` no longer do.
-nonisolated(nonsending) public func withoutResourceScope<Result>(_ body: () async throws -> Result) async rethrows
+public func withoutResourceScope<Result>(_ body: () async throws -> Result) async rethrows
     -> Result
 {
     try await ResourceScope.$current.withValue(nil) {

@@ -37,7 +37,7 @@ public final class HandleSlot: Sendable {
     /// Cancellation: as ``ResourceScope/register(_:kind:label:)-(ManagedResource,_,_)``: a cancelled scope cancels and
     /// closes the resource at once and the call throws (the slot stays empty).
     @discardableResult
-    nonisolated(nonsending) public func register(
+    public func register(
         _ resource: some ManagedResource,
         in scope: ResourceScope,
         kind: ResourceKind,
@@ -53,7 +53,7 @@ public final class HandleSlot: Sendable {
     /// Cancellation: as ``ResourceScope/register(_:kind:label:)-(ManagedResource,_,_)``: a cancelled scope cancels and
     /// closes the resource at once and the call throws (the slot stays empty).
     @discardableResult
-    nonisolated(nonsending) public func register(
+    public func register(
         _ resource: some SynchronouslyClosedResource,
         in scope: ResourceScope,
         kind: ResourceKind,

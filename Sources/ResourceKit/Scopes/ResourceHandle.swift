@@ -191,7 +191,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     ///
     /// A second call returns ``CloseOutcome/alreadyClosed`` at once (it does not wait for the first).
     @discardableResult
-    nonisolated(nonsending) public func close() async -> CloseOutcome {
+    public func close() async -> CloseOutcome {
         if let outcome = closeInline(timed: true) { return outcome }
         guard let (operations, resource, parts) = beginClose() else { return .alreadyClosed }
         cancel(operations)

@@ -164,7 +164,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// ``DeadlineExceededError`` after the deadline).
     /// - Throws: also ``ResourceKitError/Code/alreadyRegistered`` if the object is registered already.
     @inlinable @discardableResult
-    nonisolated(nonsending) public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String)
+    public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String)
         async throws -> ResourceHandle
     {
         // The accepted case needs no async frame of its own (Docs/Architecture.md, "The cost of a scope").
@@ -185,7 +185,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// ``DeadlineExceededError`` after the deadline).
     /// - Throws: also ``ResourceKitError/Code/alreadyRegistered`` if the object is registered already.
     @inlinable @discardableResult
-    nonisolated(nonsending) public func register(
+    public func register(
         _ resource: some SynchronouslyClosedResource, kind: ResourceKind, label: String
     ) async throws -> ResourceHandle {
         let (handle, rejection) = try admit(.synchronous(resource), kind: kind, label: label)
@@ -212,7 +212,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     /// A registration the scope refused: the resource is cancelled and closed at once, and the call throws.
     @usableFromInline
-    nonisolated(nonsending) func reject(_ handle: ResourceHandle, _ reason: CancellationReason) async throws {
+    func reject(_ handle: ResourceHandle, _ reason: CancellationReason) async throws {
         registry.didReject(handle)
         handle.cancel(reason)
         await handle.close()
@@ -241,7 +241,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     }
 
     /// Ends the scope: closes every resource, last acquired first, each shielded and bounded.
-    nonisolated(nonsending) func finish() async {
+    func finish() async {
         if let rest = finishInline() { await finish(rest) }
     }
 
@@ -281,7 +281,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     /// Closes what ``finishInline()`` left, each shielded and bounded, and ends the scope.
     @usableFromInline
-    nonisolated(nonsending) func finish(_ rest: Unfinished) async {
+    func finish(_ rest: Unfinished) async {
         var stillClosing = rest.stillClosing
         for handle in rest.handles.reversed() {
             if case .alreadyClosed = await handle.close() { stillClosing.append(handle) }

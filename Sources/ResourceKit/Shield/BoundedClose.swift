@@ -2,7 +2,7 @@
 /// other through ``withCancellationShield(timeout:_:)``, shielded from the caller's cancellation and bounded by
 /// the kind's close timeout.
 enum BoundedClose {
-    nonisolated(nonsending) static func run(_ resource: any ManagedResource, timeout: Duration) async -> CloseOutcome {
+    static func run(_ resource: any ManagedResource, timeout: Duration) async -> CloseOutcome {
         if let immediate = resource as? any SynchronouslyClosedResource {
             return run(immediate, timed: true)
         }

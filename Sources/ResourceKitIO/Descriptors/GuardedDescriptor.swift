@@ -64,7 +64,7 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     /// and deadline) and `deadline`; a cancelled wait throws `CancellationError` or `DeadlineExceededError`
     /// at once. `attempt` runs under the guard's lock and must not block.
     @discardableResult
-    nonisolated(nonsending) public func perform<T>(
+    public func perform<T>(
         _ interest: IOInterest,
         boundTo handle: ResourceHandle?,
         deadline: ContinuousClock.Instant? = nil,
@@ -93,7 +93,7 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
     ///   - handle: the resource the wait is bound to (its task, scope and deadline cancel it).
     ///   - deadline: a deadline for this read alone (`DeadlineExceededError`).
     ///   - failure: turns an `errno` other than `EAGAIN`/`EINTR` into the adapter's typed error.
-    nonisolated(nonsending) public func readSome(
+    public func readSome(
         upTo maxBytes: Int,
         boundTo handle: ResourceHandle?,
         deadline: ContinuousClock.Instant? = nil,

@@ -138,7 +138,7 @@ public final class IOReactor: TaskExecutor, Sendable {
     /// - Throws: `CancellationError`, `DeadlineExceededError`, or `ResourceKitError` (`descriptorClosed`,
     ///   `badDescriptor`, `notPollable`, `alreadyWaiting`, `reactorUnavailable`).
     @discardableResult
-    nonisolated(nonsending) public func wait(
+    public func wait(
         for fd: Int32,
         _ interest: IOInterest,
         boundTo handle: ResourceHandle? = nil,
@@ -152,7 +152,7 @@ public final class IOReactor: TaskExecutor, Sendable {
     /// non-blocking). An adapter that stops its external work per wait (a Postgres cancel request) passes it here
     /// instead of wrapping its waits in an operation of their own.
     @discardableResult
-    nonisolated(nonsending) package func wait(
+    package func wait(
         for fd: Int32,
         _ interest: IOInterest,
         boundTo handle: ResourceHandle?,
