@@ -56,6 +56,8 @@ extension AdapterConformance {
             var slowest = Duration.zero
             for round in 0..<bounds.startRounds {
                 let (task, returned) = Self.start(operation, on: resource)
+                // Armed first, so that none of the kit's work runs while the operation returns (bound: from here).
+                let watch = TaskWatch(task, upTo: bounds.settle + bounds.hang)
                 if round.isMultiple(of: 2) {
                     // The instant the operation registered its wait: for a pool job, just before a thread picks it
                     // up and the library starts, the window in which SQLite clears a pending interrupt.
@@ -67,7 +69,7 @@ extension AdapterConformance {
                 }
                 let cancelled = ContinuousClock.now
                 task.cancel()
-                let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
+                let (ended, _) = await watch.ended()
                 guard ended != nil else {
                     problems.append(
                         """

@@ -39,12 +39,15 @@ extension AdapterConformance {
             ? "cancel while blocked, through the scope (resource cancel)" : "cancel while blocked, through the task"
         var measured: Duration?
         var check = await withFreshResource(name) { scope, resource, _, problems, measurements in
-            // The task records when the operation returned: the figure has none of the kit's own hops in it.
+            // The task records when the operation returned: the figure has none of the kit's own hops in it. The
+            // bounded wait is armed first, so its tasks are parked by the time of the cancel and none of the kit's
+            // work runs while the operation returns (its bound runs from here: `settle` more than `hang`).
             let (task, returned) = Self.start(operation, on: resource)
+            let watch = TaskWatch(task, upTo: bounds.settle + bounds.hang)
             await Self.blocked(scope, within: bounds.settle)
             let cancelled = ContinuousClock.now
             if viaScope { scope.cancel() } else { task.cancel() }
-            let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
+            let (ended, _) = await watch.ended()
             let elapsed = (returned.withLock { $0 } ?? .now) - cancelled
             guard let ended else {
                 let what = viaScope ? "its resource was cancelled" : "its task was cancelled"

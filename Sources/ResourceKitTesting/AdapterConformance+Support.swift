@@ -100,23 +100,12 @@ extension AdapterConformance {
         )
     }
 
-    /// Waits for `task` at most `limit`; nil when it had not ended by then.
+    /// Waits for `task` at most `limit`; nil when it had not ended by then. A check that times a cancel makes the
+    /// ``TaskWatch`` itself, before the cancel.
     static func wait(for task: Task<Void, any Error>, upTo limit: Duration) async -> (
         Result<Void, any Error>?, Duration
     ) {
-        let started = ContinuousClock.now
-        let done = OneShotEvent()
-        let result = Locked<Result<Void, any Error>?>(nil)
-        // Owner: `wait(for:upTo:)`; it awaits this watcher through `done` (bounded by `limit`).
-        Task {
-            let ended = await task.result
-            result.withLock { $0 = ended }
-            done.set()
-        }
-        // Ends when the task ends or at the deadline (the hang report); nothing else is waited for. Shielded: the
-        // check's own scope (a deadline check's) is the borrowing scope of this wait, and must not end it.
-        try? await done.wait(deadline: started + limit, shielded: true)
-        return (result.withLock { $0 }, ContinuousClock.now - started)
+        await TaskWatch(task, upTo: limit).ended()
     }
 
     /// Starts `operation` on `resource` in a task of its own (which does not own the resource's scope) that

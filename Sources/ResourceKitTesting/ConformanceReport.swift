@@ -11,7 +11,8 @@ public struct ConformanceReport: Sendable, CustomStringConvertible {
         /// `true` when the check could not run (a capability the description did not provide).
         public let skipped: Bool
         /// From the cancel to the blocked operation's return, taken inside the operation's task (no hop of the
-        /// kit's in it): set by the "cancel while blocked" checks.
+        /// kit's in it, and none of its work: its bounded wait is armed before the cancel): set by the "cancel while
+        /// blocked" checks.
         public internal(set) var cancelToReturn: Duration? = nil
 
         public var passed: Bool { failure == nil }

@@ -21,6 +21,19 @@ import Testing
         #expect(report.checks.count == 13)
     }
 
+    /// An operation that only its resource's `cancel()` ends: the check that cancels its task reports it as still
+    /// blocked once the bounded wait (armed before the cancel) runs out, and the kit goes on.
+    @Test(.timeLimit(.minutes(1))) func anOperationThatIgnoresItsTaskIsReportedBlocked() async throws {
+        var kit = Self.kit(.ignoresTaskCancellation).inTheTestProcess
+        kit.bounds.hang = .milliseconds(300)
+        let report = try await exclusively { await kit.run() }
+        let throughTask = report.checks.first { $0.name.hasPrefix("cancel while blocked, through the task") }
+        #expect(throughTask?.failure?.contains("was still blocked 0.3 seconds after its task was cancelled") == true)
+        #expect(throughTask?.cancelToReturn == nil, "no figure for a wait that ran out")
+        let throughScope = report.checks.first { $0.name.hasPrefix("cancel while blocked, through the scope") }
+        #expect(throughScope?.failure == nil, "\(report)")
+    }
+
     @Test(arguments: [
         (SeededPipe.Bug.blockingCancel, "cancel() is fast", "must never block"),
         (.nonIdempotentCancel, "cancel() is fast", "must be idempotent"),

@@ -18,6 +18,9 @@ final class SeededPipe: ManagedResource {
         case lostCancelBeforeStart
         /// A cancelled read throws the adapter's own error instead of `CancellationError`.
         case untranslatedCancellation
+        /// The operation parks on its own continuation with no cancellation handler: only the resource's
+        /// `cancel()` (or a byte) ends it, so a cancel of its task alone leaves it blocked.
+        case ignoresTaskCancellation
     }
 
     struct Interrupted: Error {}
@@ -57,6 +60,12 @@ final class SeededPipe: ManagedResource {
 
     /// Blocks until a byte arrives.
     func readByte() async throws {
+        if bug == .ignoresTaskCancellation {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                parked.withLock { $0 = continuation }  // no withTaskCancellationHandler: the bug
+            }
+            return
+        }
         if bug == .lostCancelBeforeStart {
             try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -80,7 +89,7 @@ final class SeededPipe: ManagedResource {
     func writeByte() {
         var byte: UInt8 = 1
         _ = write(writeFD, &byte, 1)
-        if bug == .lostCancelBeforeStart {
+        if bug == .lostCancelBeforeStart || bug == .ignoresTaskCancellation {
             let continuation = parked.withLock { slot in
                 defer { slot = nil }
                 return slot
@@ -101,7 +110,7 @@ final class SeededPipe: ManagedResource {
         switch bug {
         case .blockingCancel: usleep(20_000)
         case .nonIdempotentCancel: Glibc.close(readFD)
-        case .lostCancelBeforeStart: resumeParked(throwing: CancellationError())
+        case .lostCancelBeforeStart, .ignoresTaskCancellation: resumeParked(throwing: CancellationError())
         default: break
         }
     }
