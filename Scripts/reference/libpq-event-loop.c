@@ -2,10 +2,12 @@
 // runs, to put the 64-task row beside what any asynchronous client could reach here. THREADS threads each drive
 // CONNECTIONS/THREADS connections with poll(2); each connection keeps up to DEPTH `SELECT $1::int` in flight (DEPTH 1:
 // one query at a time, as a pool hands out connections; above 1: libpq's pipeline mode, each query its own Sync).
+// DEPTH 0 is the blocking reference instead: one thread per connection, a `PQexecParams` loop each (THREADS unused).
 // No cancellation, no scopes, no tasks: a ceiling, not a competitor.
 //
 //   cc -O2 -o /tmp/rk-event-loop Scripts/reference/libpq-event-loop.c $(pkg-config --cflags --libs libpq) -lpthread
 //   /tmp/rk-event-loop "host=/path/to/socket-dir port=5432 user=postgres dbname=postgres" 16 1 64000 2
+//   /tmp/rk-event-loop "host=/path/to/socket-dir port=5432 user=postgres dbname=postgres" 16 0 64000 16
 //   rm /tmp/rk-event-loop
 //
 // Prints the queries per second and the process's CPU (user + system, getrusage) per query.
@@ -83,6 +85,23 @@ static void *drive(void *unused) {
     return NULL;
 }
 
+// DEPTH 0: one connection, queried with blocking `PQexecParams` calls.
+static void *block(void *unused) {
+    (void)unused;
+    PGconn *connection = PQconnectdb(conninfo);
+    if (PQstatus(connection) != CONNECTION_OK) fail("connect", connection);
+    for (long i = 0; i < queries_per_thread; i++) {
+        char text[32];
+        snprintf(text, sizeof text, "%ld", i);
+        const char *values[1] = {text};
+        PGresult *result = PQexecParams(connection, "SELECT $1::int", 1, NULL, values, NULL, NULL, 0);
+        if (PQresultStatus(result) != PGRES_TUPLES_OK) fail("query", connection);
+        PQclear(result);
+    }
+    PQfinish(connection);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc != 6) {
         fprintf(stderr, "usage: %s CONNINFO CONNECTIONS DEPTH QUERIES THREADS\n", argv[0]);
@@ -92,8 +111,9 @@ int main(int argc, char **argv) {
     int connections = atoi(argv[2]), threads = atoi(argv[5]);
     depth = atoi(argv[3]);
     long queries = atol(argv[4]);
+    if (depth == 0) threads = connections;  // the blocking reference: a thread per connection
     if (threads < 1 || threads > MAX_THREADS || connections < threads || connections / threads > MAX_CONNECTIONS ||
-        depth < 1 || queries < threads) {
+        depth < 0 || queries < threads) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
@@ -102,7 +122,7 @@ int main(int argc, char **argv) {
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
     pthread_t thread[MAX_THREADS];
-    for (int i = 0; i < threads; i++) pthread_create(&thread[i], NULL, drive, NULL);
+    for (int i = 0; i < threads; i++) pthread_create(&thread[i], NULL, depth == 0 ? block : drive, NULL);
     for (int i = 0; i < threads; i++) pthread_join(thread[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &end);
     struct rusage usage;
