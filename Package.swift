@@ -157,7 +157,7 @@ let package = Package(
                 "PostgresActivity",
                 "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
-                "TestSupport", "ResourceKit", "PostgresAdapter", "EmbeddedPostgres",
+                "TestSupport", "ResourceKit", "ResourceKitTesting", "PostgresAdapter", "EmbeddedPostgres",
             ],
             path: "Tests/PostgresTestSupport",
             swiftSettings: strict

@@ -37,7 +37,7 @@ enum BenchCommand: DemoCommand {
     static let name = "bench"
     static let usage = """
         resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
-               resource-bench --load TASKS [--on-reactor [--reactors N]] [--quick] [--postgres URL]
+               resource-bench --load TASKS [--on-reactor [--reactors N]] [--shared] [--quick] [--postgres URL]
                resource-bench --read-cancels N
                resource-bench --scale-cancels ROUNDS
         """
@@ -47,19 +47,21 @@ enum BenchCommand: DemoCommand {
           --report: also draw every latency figure's distribution beside its references (log scale) as SVG.
           --load: only the sweep's load, once: TASKS tasks over a pool of 16, 64,000 SELECT $1::int in all
             (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor;
-            --reactors N (1 to 16): a group of N reactors and a sharded pool of 16 over it, the tasks spread over them.
+            --reactors N (1 to 16): a group of N reactors and a sharded pool of 16 over it, the tasks spread over them;
+            --shared: the tasks run shared statements (pool.query) instead of leasing a connection each.
           --read-cancels N: only N cancels of a parked socket read beside N of the Swift floor, for `perf stat`.
           --scale-cancels ROUNDS: only the 10,000 blocked reads cancelled at once, ROUNDS times, each round's time.
         """
     static let valueFlags: Set<String> = [
         "--postgres", "--report", "--load", "--reactors", "--read-cancels", "--scale-cancels",
     ]
-    static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor"]
+    static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor", "--shared"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
         if let tasks = try arguments.integer("--load", in: 1...10_000) {
             try await Bench.load(
                 tasks: tasks, onReactor: arguments.has("--on-reactor"),
-                reactors: try arguments.integer("--reactors", in: 1...16) ?? 1, quick: arguments.has("--quick"),
+                reactors: try arguments.integer("--reactors", in: 1...16) ?? 1, shared: arguments.has("--shared"),
+                quick: arguments.has("--quick"),
                 postgres: arguments.value("--postgres"))
             return 0
         }
@@ -71,8 +73,8 @@ enum BenchCommand: DemoCommand {
             try await Bench.scaleCancels(rounds: rounds)
             return 0
         }
-        if arguments.has("--on-reactor") || arguments.value("--reactors") != nil {
-            throw UsageError("--on-reactor and --reactors go with --load TASKS")
+        if arguments.has("--on-reactor") || arguments.value("--reactors") != nil || arguments.has("--shared") {
+            throw UsageError("--on-reactor, --reactors and --shared go with --load TASKS")
         }
         try await Bench.run(
             quick: arguments.has("--quick"), core: arguments.has("--core"), json: arguments.has("--json"),

@@ -14,15 +14,8 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let registry = ResourceRegistry()
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 1, registry: registry, cancelFastPath: false)
-        let letGo = OneShotEvent()
-        let holder = Task {
-            try await pool.withConnection { connection in
-                _ = try await connection.query("SELECT 1")
-                try await letGo.wait()
-            }
-        }
-        try await until("the connection is leased", pool.occupancyUpdates()) { $0.open == 1 && $0.idle == 0 }
-        return (pool, registry, letGo, holder)
+        let held = try await HeldConnection.hold(theOnlyConnectionOf: pool)
+        return (pool, registry, held.release, held.holder)
     }
 
     /// A connection returned clean while a lessee is queued goes straight to that lessee, without the zero-timeout

@@ -15,8 +15,11 @@ import Testing
 /// left in an unknown state.
 @Suite(.serialized) struct RandomCancellationTests {
     /// Postgres queries over a pool, each cancelled before it was sent, in flight, or after it completed; every
-    /// other round of the three from a task on the reactor's thread (it prefers the reactor as its executor).
-    /// Afterwards: no stray 57014 on follow-up queries, no leaked descriptors, backends or registry entries.
+    /// other round of the three from a task on the reactor's thread (it prefers the reactor as its executor), and
+    /// every other pair of rounds as shared statements (`pool.query`: batched with other workers' statements when
+    /// no connection is free), from 16 workers over 8 connections. No query, leased or shared, may fail with
+    /// 57014 (a cancel meant for another statement). Afterwards: no stray 57014 on follow-up queries, no leaked
+    /// descriptors, backends or registry entries.
     @Test func postgresQueriesCancelledAtRandomPoints() async throws {
         let conninfo = try await TestDatabase.conninfo()
         let total = ReliabilityLevel.iterations(short: 600, long: 10_000)
@@ -29,18 +32,22 @@ import Testing
                 conninfo: conninfo + " application_name=\(application)", maxConnections: 8, registry: registry)
             let counts = Locked(ReliabilityCounts())
             await withTaskGroup(of: Void.self) { group in
-                for worker in 0..<8 {
+                for worker in 0..<16 {
                     group.addTask {
-                        for iteration in stride(from: worker, to: total, by: 8) {
+                        for iteration in stride(from: worker, to: total, by: 16) {
                             await Self.oneQuery(iteration, pool: pool, counts: counts)
                         }
                     }
                 }
             }
             // Every pooled connection answers a follow-up without a stray 57014.
-            for _ in 0..<16 {
+            for index in 0..<32 {
                 do {
-                    _ = try await pool.withConnection { try await $0.query("SELECT 1") }
+                    if index % 2 == 0 {
+                        _ = try await pool.withConnection { try await $0.query("SELECT 1") }
+                    } else {
+                        _ = try await pool.query("SELECT 1")
+                    }
                 } catch let error as PostgresError where error.isQueryCanceled {
                     counts.withLock { $0.stray57014 += 1 }
                 }
@@ -99,8 +106,12 @@ import Testing
 
     static func oneQuery(_ iteration: Int, pool: PostgresPool, counts: Locked<ReliabilityCounts>) async {
         let mode = iteration % 3
+        let shared = (iteration / 6) % 2 == 1
         let task = Task(executorPreference: (iteration / 3) % 2 == 1 ? IOReactor.shared : nil) {
-            try await pool.withConnection { try await $0.query("SELECT pg_sleep(0.001), $1::int", [iteration]) }
+            if shared { return try await pool.query("SELECT pg_sleep(0.001), $1::int", [iteration]) }
+            return try await pool.withConnection {
+                try await $0.query("SELECT pg_sleep(0.001), $1::int", [iteration])
+            }
         }
         switch mode {
         case 0: task.cancel()  // usually before the query was sent

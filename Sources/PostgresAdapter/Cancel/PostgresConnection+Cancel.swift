@@ -19,11 +19,14 @@ extension PostgresConnection {
     /// against a broken resolver, a large file read).
     static let cancelRequestPool = BlockingPool(threadCount: 4, queueLimit: 65_536, name: "rk.pg-cancel")
 
-    /// Sends a cancel for query `id` if (and only if) it is still on the wire and none is in flight for it.
-    /// Non-blocking; safe from `onCancel` and from the reactor thread.
-    func requestCancel(_ id: ConnectionStateMachine.QueryID, resend: Bool = false) {
+    /// Sends a cancel for query `id` if (and only if) it is still on the wire and none is in flight for it
+    /// (`another`: even then, for a later statement of a shared batch). Non-blocking; safe from `onCancel` and
+    /// from the reactor thread.
+    func requestCancel(_ id: ConnectionStateMachine.QueryID, resend: Bool = false, another: Bool = false) {
         let send = state.withLock { state -> Bool in
-            guard case .send = state.machine.cancelRequested(id, resend: resend, now: .now) else { return false }
+            guard case .send = state.machine.cancelRequested(id, resend: resend, another: another, now: .now) else {
+                return false
+            }
             if state.machine.cancelsInFlight == 1 { state.cancelsSettled = OneShotEvent() }
             return true
         }
@@ -107,7 +110,9 @@ extension PostgresConnection {
     /// cancel request that reached another server behind a balancer changes nothing), cancel it again.
     private func resendIfUnanswered(_ id: ConnectionStateMachine.QueryID) {
         let unanswered = state.withLock { state -> Bool in
-            guard state.machine.resendBasis(id) != nil, state.socket >= 0, state.conn != nil else { return false }
+            guard state.machine.resendBasis(id) != nil, state.socket >= 0, state.conn != nil,
+                state.sharedResendGate?() ?? true
+            else { return false }
             var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
             return poll(&entry, 1, 0) == 0  // else an answer is arriving: it stopped
         }

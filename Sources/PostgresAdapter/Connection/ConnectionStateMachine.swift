@@ -278,10 +278,19 @@ struct ConnectionStateMachine: Sendable, Equatable {
     }
 
     /// Someone wants query `id` cancelled, at `now`. `resend` asks again for a query whose earlier cancel
-    /// finished without stopping it (a cancel request that reached another server behind a balancer).
-    mutating func cancelRequested(_ id: QueryID, resend: Bool = false, now: ContinuousClock.Instant) -> CancelAction {
+    /// finished without stopping it (a cancel request that reached another server behind a balancer). `another`:
+    /// a new cancel for a later statement of the same pipelined batch (shared statements), sent even while one is
+    /// in flight (each is counted, and the next operation waits for all of them).
+    mutating func cancelRequested(
+        _ id: QueryID, resend: Bool = false, another: Bool = false, now: ContinuousClock.Instant
+    ) -> CancelAction {
         guard queryOnWire == id else { return .none }
         if var current = cancels, current.query == id {
+            if another {
+                current.inFlight += 1
+                cancels = current
+                return .send(id)
+            }
             guard current.inFlight == 0, resend else { return .none }
             current.inFlight += 1
             current.resends += 1

@@ -46,6 +46,10 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         /// What a cleanup waiting for the cancels in flight awaits: made when a cancel starts from none, set
         /// when the machine says the last one finished. A waiting primitive, not state: the machine counts.
         var cancelsSettled: OneShotEvent?
+        /// While a pool's driver sends shared statements on the connection: whether a cancel that did not stop
+        /// its batch is still wanted (the batch's head is a statement whose caller left); else no resend, which
+        /// would stop an innocent statement.
+        var sharedResendGate: (@Sendable () -> Bool)?
     }
 
     /// The sub-protocol of the query on the wire (the state machine holds it).

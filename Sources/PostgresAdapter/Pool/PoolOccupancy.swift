@@ -8,4 +8,6 @@ public struct PoolOccupancy: Sendable, Hashable {
     public var idle: Int
     /// Tasks waiting for a connection.
     public var waiters: Int
+    /// Shared statements (``PostgresPool/execute(_:_:)``) waiting for a connection's next batch.
+    public var queuedStatements: Int = 0
 }

@@ -23,6 +23,9 @@ import Synchronization
 ///   and every task waiting for a connection get its ``PostgresError`` (`connectionTimedOut` or `connection`)
 ///   at once, and the slot is freed.
 ///
+/// - Shared statements: ``execute(_:_:)`` and ``query(_:_:)`` run one statement on a free connection or, under
+///   load, pipelined with other tasks' statements on a shared one (many statements per round trip); see there.
+///
 /// Cancellation: waiting for a connection is cancellable: the waiter leaves the queue at once and throws. A cancel
 /// and a connection (or a free slot) handed to the waiter at the same instant are ordered by the pool's lock:
 /// either the waiter leaves (the connection goes to the next one or stays idle) or it gets the connection, and
@@ -33,6 +36,7 @@ import Synchronization
 /// cleans the connection and keeps it. Queries inside `withConnection` otherwise behave as on any connection.
 public final class PostgresPool: Sendable {
     private typealias Machine = PoolStateMachine<PostgresConnection, LeaseWaiter>
+    typealias SharedMachine = SharedStatementMachine<WaiterContinuation<PostgresResult>, SharedWire>
 
     /// A queued lease's continuation: the machine hands each waiter out exactly once (it leaves the queue in the
     /// same step), so it is the core's ``WaiterContinuation`` (unsafe in release builds, checked in debug ones).
@@ -52,11 +56,13 @@ public final class PostgresPool: Sendable {
     /// The most connections open at once (the control connection of the fast path is not counted).
     public let maxConnections: Int
     private let registry: ResourceRegistry
-    private let reactor: IOReactor
+    let reactor: IOReactor
     private let machine: Locked<Machine>
-    private let nextID = Atomic<UInt64>(0)
+    /// The shared statements' queue and drivers (``execute(_:_:)``).
+    let shared: Locked<SharedMachine>
+    let nextID = Atomic<UInt64>(0)
     private let onNotice: (@Sendable (PostgresNotice) -> Void)?
-    private let background = OwnedTasks()
+    let background = OwnedTasks()
     private let occupancyChanges = Broadcast<PoolOccupancy>()
     /// The fast-path channel (`nil` when off).
     public let cancelChannel: PostgresCancelChannel?
@@ -78,6 +84,7 @@ public final class PostgresPool: Sendable {
     ///   - session: what each connection's server session is asked for (``PostgresSessionOptions``).
     ///   - connectTimeout: bounds each host attempt of an open when the conninfo sets no `connect_timeout`
     ///     (10 s by default; at least 2 s, as in libpq), so that a silent server never holds a slot forever.
+    ///   - pipelineDepth: the most statements of ``execute(_:_:)`` sent on one connection at a time (at least 1).
     ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
     /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
     public init(
@@ -88,6 +95,7 @@ public final class PostgresPool: Sendable {
         cancelFastPath: Bool = true,
         session: PostgresSessionOptions = PostgresSessionOptions(),
         connectTimeout: Duration = .seconds(10),
+        pipelineDepth: Int = 8,
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) throws {
         self.session = session
@@ -99,6 +107,7 @@ public final class PostgresPool: Sendable {
         self.reactor = reactor
         self.onNotice = onNotice
         self.machine = Locked(Machine(capacity: max(1, maxConnections)))
+        self.shared = Locked(SharedMachine(depth: pipelineDepth, maxDrivers: max(1, maxConnections)))
         if cancelFastPath {
             cancelChannel = PostgresCancelChannel { [conninfo, registry, reactor, onNotice] in
                 try await PostgresConnection.connect(
@@ -111,6 +120,9 @@ public final class PostgresPool: Sendable {
         }
     }
 
+    /// Whether a task is queued for a connection of its own (``withConnection(_:)``).
+    var lesseesWaiting: Bool { machine.withLock { !$0.waiters.isEmpty } }
+
     /// Open connections (idle, leased, being cleaned or opened).
     public var openCount: Int { machine.withLock { $0.total } }
     /// Idle connections.
@@ -120,25 +132,34 @@ public final class PostgresPool: Sendable {
     /// Returned connections being cleaned before their next lease.
     public var resettingCount: Int { machine.withLock { $0.resetting } }
 
-    /// How full the pool is now (open, idle and waiting counts read together, under the pool's lock).
-    public var occupancy: PoolOccupancy { machine.withLock(Self.occupancy) }
+    /// How full the pool is now (open, idle, waiting and queued counts read together, under the pool's lock).
+    public var occupancy: PoolOccupancy { machine.withLock(occupancy) }
 
     /// How full the pool is now, then after every change: to wait for "every connection is leased" or "twelve
     /// tasks are queued" as an event, or to feed a gauge. The stream ends when its consumer stops iterating.
     public func occupancyUpdates() -> AsyncStream<PoolOccupancy> {
-        occupancyChanges.subscribe(bufferingNewest: 64) { machine.withLock(Self.occupancy) }
+        occupancyChanges.subscribe(bufferingNewest: 64) { machine.withLock(occupancy) }
     }
 
-    private static func occupancy(_ machine: inout Machine) -> PoolOccupancy {
-        PoolOccupancy(open: machine.total, idle: machine.idle.count, waiters: machine.waiters.count)
+    /// Under the pool's lock; takes the shared statements' lock inside it (never the other way round).
+    private func occupancy(_ machine: inout Machine) -> PoolOccupancy {
+        PoolOccupancy(
+            open: machine.total, idle: machine.idle.count, waiters: machine.waiters.count,
+            queuedStatements: shared.withLock { $0.pending.count })
+    }
+
+    /// Publishes the occupancy after a change of the shared statements' queue, when anyone listens.
+    func sharedQueueChanged() {
+        guard occupancyChanges.hasSubscribers else { return }
+        occupancyChanges.yield(machine.withLock(occupancy))
     }
 
     /// Runs `body` on the state machine under its lock; publishes the occupancy after it if it changed.
     private func withMachine<Result>(_ body: (inout Machine) -> Result) -> Result {
         let (result, before, after) = machine.withLock { machine -> (Result, PoolOccupancy, PoolOccupancy) in
-            let before = Self.occupancy(&machine)
+            let before = occupancy(&machine)
             let result = body(&machine)
-            return (result, before, Self.occupancy(&machine))
+            return (result, before, occupancy(&machine))
         }
         if before != after { occupancyChanges.yield(after) }
         return result
@@ -170,37 +191,59 @@ public final class PostgresPool: Sendable {
     /// cooperative thread, when no query of it is on the wire yet.
     static let leasesHeld = Atomic<Int>(0)
 
-    private func lease() async throws -> PostgresConnection {
-        while true {
-            try Task.checkCancellation()
-            // The common case, an idle connection or a free slot with nobody queued, takes no number and does not
-            // suspend; only a lease that has to queue parks (and is then cancellable while it waits).
-            let grant: Grant
-            switch withMachine({ $0.leaseWithoutWaiting() }) {
-            case .use(let connection)?:
-                grant = .connection(connection)
-            case .open?:
-                grant = .slot
-            case .fail?:
-                throw PostgresError(.poolClosed, "the pool was shut down")
-            case .cancelled(let reason)?:
-                throw reason.error  // only a numbered lease is refused for an earlier cancel
-            case .wait?, nil:
-                grant = try await waitForGrant()
-            }
-            switch grant {
-            case .handedOver(let connection):
-                return connection
-            case .connection(let connection):
-                idleLooks.add(1, ordering: .relaxed)
-                if connection.isAliveWhileIdle() { return connection }
-                // Closed by the server while idle (a restart, idle_session_timeout): replace it in its slot.
-                connection.handle?.report("postgres.pool.discardedDead")
-                background.start { await connection.handle?.close() }
-                return try await open()
-            case .slot:
-                return try await open()
-            }
+    func lease() async throws -> PostgresConnection {
+        try Task.checkCancellation()
+        // The common case, an idle connection or a free slot with nobody queued, takes no number and does not
+        // suspend; only a lease that has to queue parks (and is then cancellable while it waits).
+        let grant: Grant
+        switch withMachine({ $0.leaseWithoutWaiting() }) {
+        case .use(let connection)?:
+            grant = .connection(connection)
+        case .open?:
+            grant = .slot
+        case .fail?:
+            throw PostgresError(.poolClosed, "the pool was shut down")
+        case .cancelled(let reason)?:
+            throw reason.error  // only a numbered lease is refused for an earlier cancel
+        case .wait?, nil:
+            grant = try await waitForGrant()
+        }
+        return try await ready(grant)
+    }
+
+    /// A lease that does not queue: an idle connection (looked at first) or a free slot (a new connection), when
+    /// nobody waits before the caller; `nil` when the caller would have to queue.
+    func leaseIfFree() async throws -> PostgresConnection? {
+        try Task.checkCancellation()
+        switch withMachine({ $0.leaseWithoutWaiting() }) {
+        case .use(let connection)?:
+            return try await ready(.connection(connection))
+        case .open?:
+            return try await ready(.slot)
+        case .fail?:
+            throw PostgresError(.poolClosed, "the pool was shut down")
+        case .cancelled(let reason)?:
+            throw reason.error
+        case .wait?, nil:
+            return nil
+        }
+    }
+
+    /// The connection a grant stands for: a handed-over one as it is, an idle one after a look (replaced if the
+    /// server closed it), a slot's new one.
+    private func ready(_ grant: Grant) async throws -> PostgresConnection {
+        switch grant {
+        case .handedOver(let connection):
+            return connection
+        case .connection(let connection):
+            idleLooks.add(1, ordering: .relaxed)
+            if connection.isAliveWhileIdle() { return connection }
+            // Closed by the server while idle (a restart, idle_session_timeout): replace it in its slot.
+            connection.handle?.report("postgres.pool.discardedDead")
+            background.start { await connection.handle?.close() }
+            return try await open()
+        case .slot:
+            return try await open()
         }
     }
 
@@ -212,7 +255,7 @@ public final class PostgresPool: Sendable {
     /// numbered before the cancellation handler is installed, so that a cancel arriving before the lease asked to
     /// queue can name it (the machine keeps the reason until it asks).
     private func waitForGrant() async throws -> Grant {
-        let lease = QueuedLease(pool: self, id: nextID.add(1, ordering: .relaxed).newValue)
+        let lease = PoolWaiter(pool: self, id: nextID.add(1, ordering: .relaxed).newValue, kind: .lease)
         let links = CancellationLinks.joinCallersLevels(lease)
         defer { links.leave(lease) }
         return try await withTaskCancellationHandler {
@@ -222,12 +265,12 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    private func parkInQueue(_ lease: QueuedLease) async throws -> Grant {
+    private func parkInQueue(_ lease: PoolWaiter) async throws -> Grant {
         try await suspendOnWaiter { ask(lease, waiter: $0) }
     }
 
     /// The lease asks the machine, once; parked, or resumed at once with what it got.
-    private func ask(_ lease: QueuedLease, waiter: LeaseWaiter) {
+    private func ask(_ lease: PoolWaiter, waiter: LeaseWaiter) {
         let action = withMachine { machine -> Machine.LeaseAction in
             // Under the lock, with the ask itself: a cancel from now on looks in the queue.
             lease.asked.store(true, ordering: .relaxed)
@@ -249,7 +292,7 @@ public final class PostgresPool: Sendable {
 
     /// A queued lease was cancelled (its task, its borrowing scope or its enclosing operation): it leaves the
     /// queue at once, or, if it has not asked yet, finds the reason when it does.
-    fileprivate func cancel(_ lease: QueuedLease, _ reason: CancellationReason) {
+    func cancelLease(_ lease: PoolWaiter, _ reason: CancellationReason) {
         let waiter = withMachine { machine in
             machine.cancel(id: lease.id, reason: reason, asked: lease.asked.load(ordering: .relaxed))
         }
@@ -307,39 +350,25 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    private func release(_ connection: PostgresConnection) {
+    func release(_ connection: PostgresConnection) {
         let returned = connection.returnedState()
         perform(withMachine { $0.release(connection, returned) })
     }
 
-    /// Shuts the pool down: waiters fail with ``PostgresError/Code/poolClosed``, idle connections are closed
-    /// now, leased ones when they come back; returns when the pool's own background work (cleanups, closes)
-    /// and its control connection are done.
+    /// Shuts the pool down: waiters and queued shared statements (``execute(_:_:)``) fail with
+    /// ``PostgresError/Code/poolClosed``, idle connections are closed now, leased ones when they come back (shared
+    /// statements already sent get their outcome first); returns when the pool's own background work (cleanups,
+    /// closes, shared statements) and its control connection are done.
     public func shutdown() async {
         let (idle, waiters) = withMachine { $0.close() }
         for waiter in waiters { waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down")) }
+        for waiter in shared.withLock({ $0.close() }) {
+            waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down"))
+        }
+        sharedQueueChanged()
         for connection in idle { await connection.handle?.close() }
         await background.waitForAll()
         await cancelChannel?.close()
-    }
-}
-
-/// A lease waiting in a pool's queue, as its task's, borrowing scope's and enclosing operation's cancellation
-/// see it. Its state lives in the pool's machine, under the pool's lock; `asked` is only read and written under
-/// that lock too (an atomic only so that the class is `Sendable` without an unchecked promise).
-private final class QueuedLease: CancellableOperation {
-    let pool: PostgresPool
-    let id: UInt64
-    /// The lease has asked the machine (``PoolStateMachine/lease(id:waiter:)``): a cancel looks in the queue.
-    let asked = Atomic<Bool>(false)
-
-    init(pool: PostgresPool, id: UInt64) {
-        self.pool = pool
-        self.id = id
-    }
-
-    func cancel(_ reason: CancellationReason) {
-        pool.cancel(self, reason)
     }
 }
 

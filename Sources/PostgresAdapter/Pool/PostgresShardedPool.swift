@@ -84,8 +84,24 @@ public final class PostgresShardedPool: Sendable {
     /// afterwards, as ``PostgresPool/withConnection(_:)`` does (also when `body` throws or is cancelled).
     /// Cancellation: as ``PostgresPool``'s.
     public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        let shard = currentShard ?? (turn.add(1, ordering: .relaxed).oldValue & Int.max) % shards.count
-        return try await shards[shard].withConnection(body)
+        try await shards[shardForCaller()].withConnection(body)
+    }
+
+    /// Runs one shared statement on the caller's shard (see the type's documentation), as
+    /// ``PostgresPool/execute(_:_:)`` does: pipelined with other tasks' statements on the shard's connections.
+    /// Cancellation, refusals and errors: as ``PostgresPool/execute(_:_:)``'s.
+    @discardableResult
+    public func execute(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> PostgresResult {
+        try await shards[shardForCaller()].execute(sql, binds)
+    }
+
+    /// Runs a shared statement on the caller's shard and returns its rows, as ``PostgresPool/query(_:_:)`` does.
+    public func query(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> [PostgresRow] {
+        try await execute(sql, binds).rows
+    }
+
+    private func shardForCaller() -> Int {
+        currentShard ?? (turn.add(1, ordering: .relaxed).oldValue & Int.max) % shards.count
     }
 
     /// How full each shard is now, in the shards' order.

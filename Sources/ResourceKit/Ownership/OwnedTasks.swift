@@ -21,15 +21,16 @@ package final class OwnedTasks: Sendable {
     /// Number of tasks still running.
     package var count: Int { state.withLock { $0.running.count } }
 
-    /// Starts `work` on a task this set owns.
-    package func start(_ work: @escaping @Sendable () async -> Void) {
+    /// Starts `work` on a task this set owns; the task prefers `executor` when one is given (`nil`: the
+    /// cooperative pool).
+    package func start(preferring executor: (any TaskExecutor)? = nil, _ work: @escaping @Sendable () async -> Void) {
         let id = state.withLock { state -> UInt64 in
             state.next += 1
             return state.next
         }
         // Owned: recorded below before anyone can wait for it, removed by itself when it ends.
         // The work is the owner's, not the caller's: no scope or operation of the task that started it reaches it.
-        let task = Task {
+        let task = Task(executorPreference: executor) {
             await withoutResourceScope { await work() }
             self.state.withLock { state in
                 if state.running.removeValue(forKey: id) == nil { state.endedEarly.insert(id) }

@@ -24,6 +24,10 @@ enum BulkBench {
         case reactor
         /// A ``PostgresShardedPool`` of 16 over `IOReactorGroup.shared`; task `i` prefers reactor `i % count`.
         case sharded
+        /// Plain child tasks on the cooperative pool, shared statements (`pool.query`) of the pool of 16.
+        case shared
+        /// As `sharded`, with shared statements of the sharded pool (`pool.query`).
+        case shardedShared
     }
 
     /// One task count's figures beside the reference measured in the same batches.
@@ -45,6 +49,11 @@ enum BulkBench {
             case .reactor: (whose, pool) = (" on the reactor executor", "a pool of 16")
             case .sharded:
                 (whose, pool) = (" on \(IOReactorGroup.shared.count) reactors", "a sharded pool of 16")
+            case .shared: (whose, pool) = (", shared statements,", "a pool of 16")
+            case .shardedShared:
+                (whose, pool) = (
+                    " on \(IOReactorGroup.shared.count) reactors, shared statements,", "a sharded pool of 16"
+                )
             }
             oursQPS = Samples("\(tasks) tasks\(whose) over \(pool): SELECT $1::int", unit: "qps")
             oursCPU = Samples("CPU per query, \(tasks) tasks\(whose) over \(pool)", unit: "us")
@@ -54,16 +63,19 @@ enum BulkBench {
     /// `batches` rounds, interleaved: for each task count of `sweep` (each task count's tasks share 16 pooled
     /// connections), ours, then for each count of `onReactor` the same with tasks that prefer the reactor as their
     /// executor, then for each count of `sharded` the same over a sharded pool of 16 (tasks spread over the shared
-    /// reactor group, each leasing from its reactor's shard), then the reference once (16 threads, one blocking
-    /// connection each); each run makes `queries` queries in all. Every row is compared with the reference runs of
-    /// its own batches.
+    /// reactor group, each leasing from its reactor's shard), then the shared statements (``PostgresPool/query(_:_:)``)
+    /// for each count of `shared` over the pool and of `sharded` over the sharded pool, then the reference once (16
+    /// threads, one blocking connection each); each run makes `queries` queries in all. Every row is compared with
+    /// the reference runs of its own batches.
     static func concurrency(
         queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256],
-        sharded: [Int] = [64, 256], conninfo: String
+        sharded: [Int] = [64, 256], shared: [Int] = [16, 64, 256], conninfo: String
     ) async throws -> [Concurrency] {
         var figures =
             sweep.map { Concurrency(tasks: $0) } + onReactor.map { Concurrency(tasks: $0, placement: .reactor) }
             + sharded.map { Concurrency(tasks: $0, placement: .sharded) }
+            + shared.map { Concurrency(tasks: $0, placement: .shared) }
+            + sharded.map { Concurrency(tasks: $0, placement: .shardedShared) }
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
         let shardedPool = try PostgresShardedPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
@@ -80,6 +92,10 @@ enum BulkBench {
                             pool, tasks: figures[index].tasks, queries: queries, executor: IOReactor.shared)
                     case .sharded:
                         try await shardedLoad(shardedPool, tasks: figures[index].tasks, queries: queries)
+                    case .shared:
+                        try await sharedLoad(pool, tasks: figures[index].tasks, queries: queries)
+                    case .shardedShared:
+                        try await sharedLoad(shardedPool, tasks: figures[index].tasks, queries: queries)
                     }
                 }
                 figures[index].oursQPS.values.append(qps)
@@ -116,22 +132,19 @@ enum BulkBench {
         }
     }
 
-    /// `tasks` tasks sharing the pool, `queries` queries in all; the tasks prefer `executor` when one is given
-    /// (without one they are added as plain child tasks, exactly as before the executor rows existed).
-    static func poolLoad(
-        _ pool: PostgresPool, tasks: Int, queries: Int, executor: (any TaskExecutor)? = nil
+    /// `tasks` tasks, `queries` queries in all: task `task` makes `queries / tasks` calls of `query(task, index)`,
+    /// preferring `executor(task)` when that is not `nil` (else it is a plain child task).
+    static func load(
+        tasks: Int, queries: Int, executor: (Int) -> (any TaskExecutor)?,
+        _ query: @escaping @Sendable (_ task: Int, _ index: Int) async throws -> Void
     ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<tasks {
                 let work: @Sendable () async throws -> Void = {
-                    for index in 0..<(queries / tasks) {
-                        _ = try await pool.withConnection {
-                            try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
-                        }
-                    }
+                    for index in 0..<(queries / tasks) { try await query(task, index) }
                 }
-                if let executor {
-                    group.addTask(executorPreference: executor, operation: work)
+                if let preferred = executor(task) {
+                    group.addTask(executorPreference: preferred, operation: work)
                 } else {
                     group.addTask(operation: work)
                 }
@@ -140,20 +153,39 @@ enum BulkBench {
         }
     }
 
+    /// `tasks` tasks sharing the pool, `queries` queries in all; the tasks prefer `executor` when one is given
+    /// (without one they are added as plain child tasks, exactly as before the executor rows existed).
+    static func poolLoad(
+        _ pool: PostgresPool, tasks: Int, queries: Int, executor: (any TaskExecutor)? = nil
+    ) async throws {
+        try await load(tasks: tasks, queries: queries, executor: { _ in executor }) { task, index in
+            _ = try await pool.withConnection { try await $0.query("SELECT $1::int", [task * 1_000_000 + index]) }
+        }
+    }
+
     /// `tasks` tasks over a sharded pool, `queries` queries in all: task `i` prefers reactor `i % count` of the
     /// pool's group and leases from that reactor's shard (the shape ``PostgresShardedPool`` documents).
     static func shardedLoad(_ pool: PostgresShardedPool, tasks: Int, queries: Int) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for task in 0..<tasks {
-                group.addTask(executorPreference: pool.reactors.reactors[task % pool.reactors.count]) {
-                    for index in 0..<(queries / tasks) {
-                        _ = try await pool.withConnection {
-                            try await $0.query("SELECT $1::int", [task * 1_000_000 + index])
-                        }
-                    }
-                }
-            }
-            try await group.waitForAll()
+        try await load(tasks: tasks, queries: queries, executor: { pool.reactors.reactors[$0 % pool.reactors.count] }) {
+            task, index in
+            _ = try await pool.withConnection { try await $0.query("SELECT $1::int", [task * 1_000_000 + index]) }
+        }
+    }
+
+    /// `tasks` tasks over the pool's shared statements (``PostgresPool/query(_:_:)``), `queries` in all, as plain
+    /// child tasks.
+    static func sharedLoad(_ pool: PostgresPool, tasks: Int, queries: Int) async throws {
+        try await load(tasks: tasks, queries: queries, executor: { _ in nil }) { task, index in
+            _ = try await pool.query("SELECT $1::int", [task * 1_000_000 + index])
+        }
+    }
+
+    /// `tasks` tasks over a sharded pool's shared statements (``PostgresShardedPool/query(_:_:)``), `queries` in
+    /// all: task `i` prefers reactor `i % count` of the pool's group, as in ``shardedLoad(_:tasks:queries:)``.
+    static func sharedLoad(_ pool: PostgresShardedPool, tasks: Int, queries: Int) async throws {
+        try await load(tasks: tasks, queries: queries, executor: { pool.reactors.reactors[$0 % pool.reactors.count] }) {
+            task, index in
+            _ = try await pool.query("SELECT $1::int", [task * 1_000_000 + index])
         }
     }
 

@@ -49,6 +49,26 @@ import Testing
         #expect(step9 == .done)
     }
 
+    /// A shared batch's later statements get cancels of their own (`another`), even while one is in flight; each
+    /// is counted, and the next operation waits for all of them. Nothing once the batch left the wire.
+    @Test func anotherCancelForTheSameBatchIsSentAndCountedUntilItEnds() {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id))
+        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id))
+        #expect(machine.cancelsInFlight == 2)
+        let ended = machine.resultsEnded(id)
+        #expect(ended == (ended: true, ourCancel: true))
+        #expect(machine.cancelRequested(id, another: true, now: now) == .none)
+        machine.end()
+        let step = machine.begin()
+        #expect(step == .cleanUpFirst)
+        #expect(machine.cancelFinished() == .none)
+        #expect(machine.nextCleanupStep() == .waitForCancels, "one cancel is still in flight")
+        #expect(machine.cancelFinished() == .cancelsSettled)
+        #expect(machine.nextCleanupStep() == .done)
+    }
+
     @Test func cancelAfterCompletionSendsNothing() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)

@@ -1,0 +1,197 @@
+import ResourceKit
+import Synchronization
+
+/// A shared statement's batch on the wire: the connection and its query, for a cancel.
+struct SharedWire: Sendable {
+    let connection: PostgresConnection
+    let query: ConnectionStateMachine.QueryID
+}
+
+extension PostgresPool {
+    /// Runs one statement on one of the pool's connections, *shared*: while other tasks' statements are on the
+    /// same connection, in libpq's pipeline mode (up to `pipelineDepth` at a time, each with its own sync). Under
+    /// load that is many statements per round trip and per server wake-up, where ``withConnection(_:)`` makes one
+    /// (the README's "Measured" section has both).
+    ///
+    /// For a statement that stands alone: it runs in its own implicit transaction (committed when it succeeds),
+    /// and its error touches no other statement. Refused with ``PostgresError/Code/invalidQuery`` before anything
+    /// is sent: transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT`, ...), session state (`SET`, `LISTEN`,
+    /// `DECLARE`, temporary tables, ...) and `COPY`; use ``withConnection(_:)`` for those. What a keyword cannot
+    /// show is the caller's to avoid: a function that changes session settings or takes a session-level advisory
+    /// lock would leave them to the next statements on the connection. A statement that leaves a transaction
+    /// open anyway closes its connection (which rolls it back), and the statements after it on that connection
+    /// fail with ``PostgresError/Code/connection``. A shared statement's deadline is not carried to the server as a
+    /// `statement_timeout` (it still ends the call, as a cancel does); one that runs alone carries it, as in
+    /// ``withConnection(_:)``. A batch whose connection turns out broken before anything of it was sent goes to
+    /// another connection; one that fails after it was sent fails its statements with
+    /// ``PostgresError/Code/connection`` (they may or may not have run).
+    ///
+    /// Cancellation (the task, its borrowing scope, an enclosing operation, a deadline): the call throws
+    /// `CancellationError` (or `DeadlineExceededError`) at once. A statement still queued is never sent; one on
+    /// the wire is cancelled on the server (a cancel request, or the fast path), its outcome dropped. PostgreSQL
+    /// cancels whatever the backend runs when the cancel lands, which may be a later statement of the same batch:
+    /// a statement that fails with `57014` while such a cancel is out is sent again, once, invisibly to its
+    /// caller (its implicit transaction was rolled back whole; something not transactional, such as `nextval`,
+    /// may advance twice, as under any retry). The connection takes its next batch only after the cancel's fate
+    /// is known. Already-cancelled task: nothing is sent.
+    /// - Throws: `CancellationError`, `DeadlineExceededError`, ``PostgresError`` (`server` with SQLSTATE,
+    ///   `invalidQuery`, `connection`, `connectionTimedOut`, `poolClosed`).
+    @discardableResult
+    public func execute(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> PostgresResult {
+        let statement = PostgresStatement(sql, binds)
+        try PostgresWireText.check(statement.sql, statement.binds)
+        try SharedStatementRules.check(statement.sql)
+        if shared.withLock({ $0.driverCount == 0 }), let connection = try await leaseIfFree() {
+            // Nothing queued and a connection free: the statement runs on it alone, as in `withConnection`.
+            Self.leasesHeld.add(1, ordering: .relaxed)
+            defer {
+                Self.leasesHeld.subtract(1, ordering: .relaxed)
+                release(connection)
+            }
+            return try await connection.run(statement.sql, statement.binds)
+                ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
+        }
+        try Task.checkCancellation()
+        let call = PoolWaiter(pool: self, id: nextID.add(1, ordering: .relaxed).newValue, kind: .statement)
+        let links = CancellationLinks.joinCallersLevels(call)
+        defer { links.leave(call) }
+        return try await withTaskCancellationHandler {
+            try await suspendOnWaiter { submit(call, statement, waiter: $0) }
+        } onCancel: {
+            call.cancel(.cancelled)
+        }
+    }
+
+    /// Runs a shared statement and returns its rows. Cancellation and errors as ``execute(_:_:)``.
+    public func query(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> [PostgresRow] {
+        try await execute(sql, binds).rows
+    }
+
+    private func submit(
+        _ call: PoolWaiter, _ statement: PostgresStatement, waiter: WaiterContinuation<PostgresResult>
+    ) {
+        let action = shared.withLock { machine in
+            call.asked.store(true, ordering: .relaxed)  // under the lock, with the submit: a cancel looks now
+            return machine.submit(.init(id: call.id, statement: statement, waiter: waiter))
+        }
+        sharedQueueChanged()
+        switch action {
+        case .queued:
+            return
+        case .startDriver(let driver):
+            startDriver(driver)
+        case .refuseClosed:
+            waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down"))
+        case .cancelled(let reason):
+            waiter.resume(throwing: reason.error)
+        }
+    }
+
+    /// A shared statement's caller was cancelled: see ``execute(_:_:)``.
+    func cancelStatement(_ call: PoolWaiter, _ reason: CancellationReason) {
+        let action = shared.withLock { machine in
+            machine.cancel(call.id, reason: reason, submitted: call.asked.load(ordering: .relaxed))
+        }
+        sharedQueueChanged()
+        switch action {
+        case .resume(let waiter), .resumeOnly(let waiter):
+            waiter.resume(throwing: reason.error)
+        case .resumeAndCancel(let waiter, let wire):
+            waiter.resume(throwing: reason.error)
+            wire.connection.requestCancel(wire.query, another: true)
+        case .none:
+            return
+        }
+    }
+
+    private func startDriver(_ driver: SharedMachine.DriverID) {
+        // Where the work that needs it runs: on the reactor's thread when the caller is there (a sharded pool's
+        // shape: the answers then wake that thread, which runs the driver and its callers with no hop), else on
+        // the cooperative pool. Measured both ways in the README's "Measured" section.
+        background.start(preferring: reactor.isCurrentThread ? reactor : nil) { await self.drive(driver) }
+    }
+
+    /// A driver: leases a connection, sends what is queued in batches until nothing is (or a lessee waits for a
+    /// connection of its own), then returns the connection to the pool, which cleans it if a cancel is out.
+    private func drive(_ driver: SharedMachine.DriverID) async {
+        let connection: PostgresConnection
+        do {
+            connection = try await lease()
+        } catch {
+            let failure = error as? PostgresError ?? PostgresError(.connection, "no connection for shared statements")
+            for waiter in shared.withLock({ $0.driverFailed(driver) }) { waiter.resume(throwing: failure) }
+            return
+        }
+        Self.leasesHeld.add(1, ordering: .relaxed)
+        connection.state.withLock { state in
+            state.sharedResendGate = { [shared] in shared.withLock { $0.cancelStillWanted(driver) } }
+        }
+        defer {
+            connection.state.withLock { $0.sharedResendGate = nil }
+            Self.leasesHeld.subtract(1, ordering: .relaxed)
+            release(connection)
+        }
+        while true {
+            let waiting = lesseesWaiting
+            let action = shared.withLock { $0.takeBatch(driver, lesseesWaiting: waiting) }
+            sharedQueueChanged()
+            switch action {
+            case .stop(let replacement):
+                if let replacement { startDriver(replacement) }
+                return
+            case .send(let batch):
+                let (failure, handedToLibPQ) = await send(batch, on: connection, by: driver)
+                if failure != nil, !handedToLibPQ {
+                    // Found broken before anything was queued: nothing of the batch was sent; others take it.
+                    shared.withLock { $0.batchNotSent(driver) }
+                }
+                for waiter in shared.withLock({ $0.batchEnded(driver) }) {
+                    waiter.resume(throwing: failure ?? PostgresConnection.noResult)
+                }
+                if failure != nil {
+                    // The connection is broken (the pool closes it): another driver takes what waits.
+                    if let replacement = shared.withLock({ $0.driverStopped(driver) }) { startDriver(replacement) }
+                    return
+                }
+            }
+            // The callers just resumed may run on this thread: let them queue their next statements first.
+            await Task.yield()
+        }
+    }
+
+    /// Sends one batch and hands each outcome to its caller; returns the connection's failure, if any, and whether
+    /// the batch reached libpq (else none of it was sent).
+    private func send(
+        _ batch: [SharedMachine.Entry], on connection: PostgresConnection, by driver: SharedMachine.DriverID
+    ) async -> (PostgresError?, handedToLibPQ: Bool) {
+        var handedToLibPQ = false
+        do {
+            try await connection.runSharedBatch(
+                batch.map(\.statement),
+                sent: { query in
+                    handedToLibPQ = true
+                    if shared.withLock({ $0.batchSent(driver, as: SharedWire(connection: connection, query: query)) }) {
+                        connection.requestCancel(query, another: true)
+                    }
+                },
+                outcome: { index, outcome in
+                    let (action, cancel) = shared.withLock { $0.finished(driver, batch[index].id, outcome) }
+                    if let cancel { cancel.connection.requestCancel(cancel.query, another: true) }
+                    switch action {
+                    case .resume(let waiter, let outcome):
+                        waiter.resume(with: outcome.mapError { $0 })
+                    case .sentAgain(let start):
+                        sharedQueueChanged()
+                        if let start { startDriver(start) }
+                    case .none:
+                        break
+                    }
+                })
+            return (nil, true)
+        } catch let error as PostgresError {
+            return (error, handedToLibPQ)
+        } catch {
+            return (PostgresError(.connection, "the shared statements' connection failed"), handedToLibPQ)
+        }
+    }
+}
