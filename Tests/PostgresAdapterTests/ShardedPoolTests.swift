@@ -51,6 +51,41 @@ import Testing
     /// Shard 0 has one connection, held by a sleeping query; a second task on reactor 0 queues on shard 0 (not on
     /// shard 1, whose connection is free) and is cancelled: it throws at once and leaves the queue; then the
     /// sleeping query is cancelled on the server from the reactor's thread, and the shard serves again.
+    /// Shared statements of tasks on reactor 0 run on shard 0 only (its drivers and its connections), and every
+    /// caller gets its own answer back on its reactor's thread; shard 1 never opens a connection.
+    @Test func sharedStatementsRunOnTheCallersShard() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let registry = ResourceRegistry()
+        let group = IOReactorGroup(count: 2, name: "test.shards.shared")
+        defer { group.shutdown() }
+        let pool = try PostgresShardedPool(
+            conninfo: conninfo, maxConnections: 4, reactors: group, registry: registry, cancelFastPath: false)
+        let reactor = group.reactors[0]
+        let (answers, strays) = try await withThrowingTaskGroup(of: (Int, Int).self) { tasks in
+            for task in 0..<16 {
+                tasks.addTask(executorPreference: reactor) {
+                    var (answers, strays) = (0, 0)
+                    for index in 0..<10 {
+                        let value = task * 100 + index
+                        let answer = try await pool.query("SELECT $1::int", [value])[0].decode(Int.self, at: 0)
+                        if !reactor.isCurrentThread { strays += 1 }
+                        if answer == value { answers += 1 }
+                    }
+                    return (answers, strays)
+                }
+            }
+            return try await tasks.reduce(into: (0, 0)) { total, one in
+                total = (total.0 + one.0, total.1 + one.1)
+            }
+        }
+        #expect(answers == 160)
+        #expect(strays == 0, "a caller resumed off its reactor's thread")
+        #expect(pool.shards[0].openCount > 0)
+        #expect(pool.shards[1].openCount == 0, "a statement of reactor 0's tasks went to shard 1")
+        await pool.shutdown()
+        #expect(registry.liveCount == 0)
+    }
+
     @Test func aQueuedLeaseOnAShardIsCancelledAtOnce() async throws {
         let conninfo = try await TestDatabase.conninfo()
         let registry = ResourceRegistry()
