@@ -143,9 +143,9 @@ public final class PostgresPool: Sendable {
 
     /// Under the pool's lock; takes the shared statements' lock inside it (never the other way round).
     private func occupancy(_ machine: inout Machine) -> PoolOccupancy {
-        PoolOccupancy(
-            open: machine.total, idle: machine.idle.count, waiters: machine.waiters.count,
-            queuedStatements: shared.withLock { $0.pending.count })
+        var counts = Self.connectionCounts(&machine)
+        counts.queuedStatements = shared.withLock { $0.pending.count }
+        return counts
     }
 
     /// Publishes the occupancy after a change of the shared statements' queue, when anyone listens.
@@ -155,14 +155,24 @@ public final class PostgresPool: Sendable {
     }
 
     /// Runs `body` on the state machine under its lock; publishes the occupancy after it if it changed.
+    /// The shared statements' count is read only for a change that is published (a lease or a release takes no
+    /// second lock otherwise).
     private func withMachine<Result>(_ body: (inout Machine) -> Result) -> Result {
-        let (result, before, after) = machine.withLock { machine -> (Result, PoolOccupancy, PoolOccupancy) in
-            let before = occupancy(&machine)
+        let (result, changed) = machine.withLock { machine -> (Result, PoolOccupancy?) in
+            let before = Self.connectionCounts(&machine)
             let result = body(&machine)
-            return (result, before, occupancy(&machine))
+            guard Self.connectionCounts(&machine) != before, occupancyChanges.hasSubscribers else {
+                return (result, nil)
+            }
+            return (result, occupancy(&machine))
         }
-        if before != after { occupancyChanges.yield(after) }
+        if let changed { occupancyChanges.yield(changed) }
         return result
+    }
+
+    /// The machine's own counts (no shared statements), to tell whether a step changed the occupancy.
+    private static func connectionCounts(_ machine: inout Machine) -> PoolOccupancy {
+        PoolOccupancy(open: machine.total, idle: machine.idle.count, waiters: machine.waiters.count)
     }
 
     /// Leases a connection for `body` and returns it afterwards (also when `body` throws or is cancelled).

@@ -18,9 +18,9 @@ extension PostgresPool {
     /// is sent: transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT`, ...), session state (`SET`, `LISTEN`,
     /// `DECLARE`, temporary tables, ...) and `COPY`; use ``withConnection(_:)`` for those. What a keyword cannot
     /// show is the caller's to avoid: a function that changes session settings or takes a session-level advisory
-    /// lock would leave them to the next statements on the connection. A statement that leaves a transaction
-    /// open anyway closes its connection (which rolls it back), and the statements after it on that connection
-    /// fail with ``PostgresError/Code/connection``. A shared statement's deadline is not carried to the server as a
+    /// lock would leave them to the next statements on the connection. Only the refused `BEGIN` and `START` open a
+    /// transaction block; a batch that ends with one open all the same closes its connection (which rolls it
+    /// back) and fails with ``PostgresError/Code/connection``. A shared statement's deadline is not carried to the server as a
     /// `statement_timeout` (it still ends the call, as a cancel does); one that runs alone carries it, as in
     /// ``withConnection(_:)``. A batch whose connection turns out broken before anything of it was sent goes to
     /// another connection; one that fails after it was sent fails its statements with
@@ -28,12 +28,13 @@ extension PostgresPool {
     ///
     /// Cancellation (the task, its borrowing scope, an enclosing operation, a deadline): the call throws
     /// `CancellationError` (or `DeadlineExceededError`) at once. A statement still queued is never sent; one on
-    /// the wire is cancelled on the server (a cancel request, or the fast path), its outcome dropped. PostgreSQL
-    /// cancels whatever the backend runs when the cancel lands, which may be a later statement of the same batch:
-    /// a statement that fails with `57014` while such a cancel is out is sent again, once, invisibly to its
-    /// caller (its implicit transaction was rolled back whole; something not transactional, such as `nextval`,
-    /// may advance twice, as under any retry). The connection takes its next batch only after the cancel's fate
-    /// is known. Already-cancelled task: nothing is sent.
+    /// the wire has its outcome dropped and is cancelled on the server (a cancel request, or the fast path) once
+    /// it is the statement its batch runs: PostgreSQL cancels whatever the backend runs when the cancel lands, so
+    /// sent earlier it would stop a statement before it. A cancel that lands late may stop the next statement of
+    /// the batch: a statement that fails with `57014` while such a cancel is out is sent again (up to three
+    /// times), invisibly to its caller (its implicit transaction was rolled back whole; something not
+    /// transactional, such as `nextval`, may advance twice, as under any retry). The connection takes its next
+    /// batch only after every cancel's fate is known. Already-cancelled task: nothing is sent.
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``PostgresError`` (`server` with SQLSTATE,
     ///   `invalidQuery`, `connection`, `connectionTimedOut`, `poolClosed`).
     @discardableResult
@@ -42,7 +43,7 @@ extension PostgresPool {
         try PostgresWireText.check(statement.sql, statement.binds)
         try SharedStatementRules.check(statement.sql)
         if shared.withLock({ $0.driverCount == 0 }), let connection = try await leaseIfFree() {
-            // Nothing queued and a connection free: the statement runs on it alone, as in `withConnection`.
+            // No driver running and a connection free: the statement runs on it alone, as in `withConnection`.
             Self.leasesHeld.add(1, ordering: .relaxed)
             defer {
                 Self.leasesHeld.subtract(1, ordering: .relaxed)

@@ -12,11 +12,17 @@ import Testing
         Machine.Entry(id: id, statement: PostgresStatement("SELECT \(id)"), waiter: waiter)
     }
 
-    /// A machine (depth 8, one driver) whose driver 1 sent `waiters` (ids 1, 2, ...) as batch 10.
-    static func sent(_ waiters: [String]) -> Machine {
-        var machine = Machine(depth: 8, maxDrivers: 1)
+    /// A machine (depth 8) whose driver 1 took `waiters` (ids 1, 2, ...) as its batch, not yet on the wire.
+    static func taken(_ waiters: [String], maxDrivers: Int = 1) -> Machine {
+        var machine = Machine(depth: 8, maxDrivers: maxDrivers)
         for (index, waiter) in waiters.enumerated() { _ = machine.submit(Self.entry(UInt64(index + 1), waiter)) }
         _ = machine.takeBatch(1, lesseesWaiting: false)
+        return machine
+    }
+
+    /// The same, with the batch sent as batch 10.
+    static func sent(_ waiters: [String]) -> Machine {
+        var machine = taken(waiters)
         _ = machine.batchSent(1, as: 10)
         return machine
     }
@@ -54,10 +60,7 @@ import Testing
 
     /// Each outcome goes to its own caller; a driver whose queue is empty stops and leaves no driver behind.
     @Test func outcomesGoToTheirCallersAndAnIdleDriverStops() {
-        var machine = Machine(depth: 8, maxDrivers: 2)
-        _ = machine.submit(Self.entry(1, "a"))
-        _ = machine.submit(Self.entry(2, "b"))
-        _ = machine.takeBatch(1, lesseesWaiting: false)
+        var machine = Self.taken(["a", "b"], maxDrivers: 2)
         let cancelNow = machine.batchSent(1, as: 10)
         #expect(!cancelNow)
         guard case .resume("a", .success) = machine.finished(1, 1, .success(Self.answer)).action,
@@ -141,9 +144,7 @@ import Testing
     /// Cancelled after its driver took it but before the batch was on the wire: the caller is resumed at once and
     /// the driver is told to cancel as soon as the batch is sent.
     @Test func aCancelWhileTheBatchIsBeingSentIsSentWithIt() {
-        var machine = Machine(depth: 8, maxDrivers: 1)
-        _ = machine.submit(Self.entry(1, "a"))
-        _ = machine.takeBatch(1, lesseesWaiting: false)
+        var machine = Self.taken(["a"])
         guard case .resumeOnly("a") = machine.cancel(1, reason: .cancelled, submitted: true) else {
             Issue.record("expected the waiter back")
             return
@@ -221,10 +222,7 @@ import Testing
 
     /// A batch that never reached libpq goes back to the front of the queue, in order, for another driver.
     @Test func aBatchThatWasNeverSentGoesBackToTheQueue() {
-        var machine = Machine(depth: 8, maxDrivers: 1)
-        _ = machine.submit(Self.entry(1, "a"))
-        _ = machine.submit(Self.entry(2, "b"))
-        _ = machine.takeBatch(1, lesseesWaiting: false)
+        var machine = Self.taken(["a", "b"])
         _ = machine.submit(Self.entry(3, "c"))
         machine.batchNotSent(1)
         let unanswered = machine.batchEnded(1)
