@@ -20,9 +20,9 @@ extension PostgresPool {
     /// show is the caller's to avoid: a function that changes session settings or takes a session-level advisory
     /// lock would leave them to the next statements on the connection. Only the refused `BEGIN` and `START` open a
     /// transaction block; a batch that ends with one open all the same closes its connection (which rolls it
-    /// back) and fails with ``PostgresError/Code/connection``. A shared statement's deadline is not carried to the server as a
-    /// `statement_timeout` (it still ends the call, as a cancel does); one that runs alone carries it, as in
-    /// ``withConnection(_:)``. A batch whose connection turns out broken before anything of it was sent goes to
+    /// back) and fails with ``PostgresError/Code/connection``. A shared statement's deadline is not carried to the
+    /// server as a `statement_timeout` (it still ends the call, as a cancel does); one that runs alone carries it, as
+    /// in ``withConnection(_:)``. A batch whose connection turns out broken before anything of it was sent goes to
     /// another connection; one that fails after it was sent fails its statements with
     /// ``PostgresError/Code/connection`` (they may or may not have run).
     ///

@@ -13,7 +13,7 @@ struct IdentityTable<Element> {
     private var firstID: ObjectIdentifier?
     private var firstMember: Element?
     /// The others; never holds `firstID`.
-    private var rest: [ObjectIdentifier: Element] = [:]
+    private var rest = [ObjectIdentifier: Element]()
 
     init() {}
 

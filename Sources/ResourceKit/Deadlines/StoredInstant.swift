@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A `ContinuousClock` instant kept as the `Duration` since a fixed origin, for state that is copied often.
 ///
 /// `ContinuousClock.Instant`'s layout is not known outside the standard library (the type is not frozen), so a
@@ -16,8 +20,60 @@ package struct StoredInstant: Sendable, Hashable, Comparable {
         sinceOrigin = instant - Self.origin
     }
 
-    /// The current instant.
-    package static var now: StoredInstant { StoredInstant(.now) }
+    /// The current instant: on Linux a raw `CLOCK_BOOTTIME` read (the clock `ContinuousClock` reads there), without
+    /// `ContinuousClock.now`'s conversions: 24 against 45–51 ns per read here, once per registered resource.
+    /// Exactly the instant `ContinuousClock.now` would give (see ``originBootTime``).
+    package static var now: StoredInstant {
+        #if os(Linux)
+        if let originBootTime = Self.originBootTime {
+            return StoredInstant(sinceOrigin: .nanoseconds(bootTime() &- originBootTime))
+        }
+        #endif
+        return StoredInstant(.now)
+    }
+
+    private init(sinceOrigin: Duration) {
+        self.sinceOrigin = sinceOrigin
+    }
+
+    /// Whether ``now`` reads the clock directly (for tests: on Linux it must).
+    static var readsTheClockDirectly: Bool {
+        #if os(Linux)
+        originBootTime != nil
+        #else
+        false
+        #endif
+    }
+
+    #if os(Linux)
+    /// `CLOCK_BOOTTIME`, in nanoseconds.
+    private static func bootTime() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+    }
+
+    /// ``origin``'s raw `CLOCK_BOOTTIME` reading in nanoseconds, or `nil` if an instant cannot be read that way.
+    ///
+    /// `ContinuousClock.Instant` is a `Duration` since the clock's zero, stored as such (a fact of the standard
+    /// library's layout, not of its API). That is checked here once, not assumed: an instant read between two raw
+    /// reads must, taken as a `Duration`, fall between them, to the nanosecond. If it does not (another layout,
+    /// another clock), ``now`` takes `ContinuousClock.now`'s own path.
+    private static let originBootTime: Int64? = {
+        guard MemoryLayout<ContinuousClock.Instant>.size == MemoryLayout<Duration>.size else { return nil }
+        for _ in 0..<4 {
+            let before = bootTime()
+            let instant = ContinuousClock.now
+            let after = bootTime()
+            let (seconds, attoseconds) = unsafeBitCast(instant, to: Duration.self).components
+            let read = seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+            guard attoseconds % 1_000_000_000 == 0, before <= read, read <= after else { continue }
+            let (sinceSeconds, sinceAttoseconds) = (instant - origin).components
+            return read - (sinceSeconds * 1_000_000_000 + sinceAttoseconds / 1_000_000_000)
+        }
+        return nil
+    }()
+    #endif
 
     /// The instant as the clock's own type.
     package var instant: ContinuousClock.Instant { Self.origin + sinceOrigin }

@@ -12,36 +12,12 @@ public final class ResourceRegistry: Sendable {
     /// The process-wide registry used when none is given.
     public static let shared = ResourceRegistry()
 
-    /// A live resource's facts as registered. Fixed in layout (no `ContinuousClock.Instant` inline, see
-    /// ``StoredInstant``): the ``ResourceInfo`` is built only when someone reads it.
-    private struct Entry {
-        let id: ResourceID
-        let kindName: String
-        let label: String
-        let scopePath: String
-        let acquiredAt: StoredInstant
-        let deadline: StoredInstant?
-        var cancellation: CancellationReason?
-
-        var info: ResourceInfo {
-            ResourceInfo(
-                id: id, kindName: kindName, label: label, scopePath: scopePath, acquiredAt: acquiredAt.instant,
-                deadline: deadline.instant)
-        }
-    }
-
     private struct State {
         /// By ``ResourceKind/index``: the kinds this registry has seen, and their counters.
         var kinds: [ResourceKind?] = []
         var counters: [KindTally] = []
         /// By the resource object: one table finds a live resource and refuses a second registration of it.
-        var live: [ObjectIdentifier: Entry] = [:]
-
-        /// Removes the entry of `id`'s resource (never a different registration of the same object).
-        mutating func remove(_ object: ObjectIdentifier, id: ResourceID) {
-            guard let entry = live.removeValue(forKey: object) else { return }
-            if entry.id != id { live[object] = entry }  // a later registration of the object: keep it
-        }
+        var live = LiveTable<ResourceHandle>()
 
         /// Makes room for `kind` and notes it (the first kind of a name stays, as registered). Returns `true` the
         /// first time.
@@ -139,13 +115,7 @@ public final class ResourceRegistry: Sendable {
             resource: resource, kind: kind, label: label, scopePath: scopePath, deadline: deadline, owner: owner,
             registry: self)
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in
-            // One look-up finds the slot and fills it in place (no copy of the entry's three strings).
-            let added = Self.fillIfEmpty(&state.live[object]) {
-                Entry(
-                    id: handle.id, kindName: kind.name, label: label, scopePath: scopePath,
-                    acquiredAt: handle.storedAcquiredAt, deadline: deadline)
-            }
-            guard added else { return (true, state.live.count) }
+            guard state.live.insert(handle, for: object) else { return (true, state.live.count) }
             // The kind's latency recorder is made with the kind's counters, not by the first cancelled wait.
             if state.see(kind) { latencies.prepare(kind.index) }
             state.counters[kind.index].acquired += 1
@@ -158,14 +128,6 @@ public final class ResourceRegistry: Sendable {
         }
         publish(ResourceEvent(resource: handle.info, what: .acquired, at: .now))
         return handle
-    }
-
-    /// Stores `make()` in `slot` if it is empty; `false` if it held an entry already. Called on a dictionary's
-    /// subscript, which hands the slot over in place: one hash look-up for the check and the insertion.
-    private static func fillIfEmpty(_ slot: inout Entry?, _ make: () -> Entry) -> Bool {
-        guard slot == nil else { return false }
-        slot = make()
-        return true
     }
 
     // MARK: observation
@@ -195,7 +157,7 @@ public final class ResourceRegistry: Sendable {
     package func reading() -> RegistryReading {
         let (live, tallies, kinds) = state.withLock { state in
             (
-                state.live.values.map { RegistryReading.Live(info: $0.info, cancellation: $0.cancellation) },
+                state.live.reading { RegistryReading.Live(info: $0.info, cancellation: $0.cancellationReason) },
                 Dictionary(
                     uniqueKeysWithValues: state.kinds.indices.compactMap { index in
                         state.kinds[index].map { ($0.name, state.counters[index]) }
@@ -223,11 +185,6 @@ public final class ResourceRegistry: Sendable {
 
     func didRequestCancel(_ handle: ResourceHandle, reason: CancellationReason) {
         state.withLock { state in
-            if let index = state.live.index(forKey: handle.object),
-                state.live.values[index].id == handle.id
-            {
-                state.live.values[index].cancellation = reason
-            }
             state.see(handle.kind)
             state.counters[handle.kind.index].cancelled += 1
         }
@@ -235,13 +192,15 @@ public final class ResourceRegistry: Sendable {
     }
 
     func didClose(_ handle: ResourceHandle, outcome: CloseOutcome) {
+        // The handle registered here, so its kind's counters exist (`see` ran at its registration).
+        let index = handle.kind.index
         let live = state.withLock { state -> Int in
-            state.remove(handle.object, id: handle.id)
-            state.see(handle.kind)
-            Self.count(outcome, in: &state.counters[handle.kind.index])
+            state.live.remove(handle.object, ifMember: handle)
+            Self.count(outcome, in: &state.counters[index])
             return state.live.count
         }
         liveCounts.yield(live)
+        guard publishesEvents else { return }
         switch outcome {
         case .closed(let d):
             publish(ResourceEvent(resource: handle.info, what: .closed(d), at: .now))
@@ -274,16 +233,18 @@ public final class ResourceRegistry: Sendable {
         publish(ResourceEvent(resource: handle.info, what: .rejected, at: .now))
     }
 
-    func didLeak(_ info: ResourceInfo, kind: ResourceKind, object: ObjectIdentifier, reason: LeakReason) {
+    /// `handle` was dropped without close (its deinit calls this) or its scope ended while another close of it ran.
+    func didLeak(_ handle: ResourceHandle, reason: LeakReason) {
+        let kind = handle.kind
         let live = state.withLock { state -> Int in
-            state.remove(object, id: info.id)
+            state.live.remove(handle.object, ifMember: handle)
             state.see(kind)
             state.counters[kind.index].leaked += 1
             state.counters[kind.index].leakedByReason[reason, default: 0] += 1
             return state.live.count
         }
         liveCounts.yield(live)
-        publish(ResourceEvent(resource: info, what: .leaked(reason), at: .now))
+        publish(ResourceEvent(resource: handle.info, what: .leaked(reason), at: .now))
     }
 
     /// Work that was cancelled and did not stop within its owner's watchdog: counted as leaked and

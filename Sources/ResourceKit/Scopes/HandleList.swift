@@ -13,6 +13,13 @@ struct HandleList: Sendable, RandomAccessCollection {
         position == 0 ? first! : rest[position - 1]
     }
 
+    /// Whether every handle closes without suspending (``ResourceHandle/closesInline``), so that a scope's end
+    /// needs no async frame for them.
+    var allClosingInline: Bool {
+        guard let first else { return true }
+        return first.closesInline && rest.allSatisfy(\.closesInline)
+    }
+
     mutating func append(_ handle: ResourceHandle) {
         if first == nil {
             first = handle

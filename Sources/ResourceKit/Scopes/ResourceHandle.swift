@@ -1,3 +1,5 @@
+import Synchronization
+
 /// ResourceKit's record of one registered resource: what an adapter binds its operations to.
 ///
 /// A handle is created by ``ResourceScope/register(_:kind:label:)-(ManagedResource,_,_)`` (closed when the scope ends)
@@ -61,8 +63,12 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
 
     /// Held inline in release builds: see ``InlineStateLock``.
     private let state: InlineStateLock<State>
-    /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline()``).
-    private let closesInline: Bool
+    /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline(timed:)``).
+    let closesInline: Bool
+    /// Set under the lock when the state lets go of the resource (a close, or a refused duplicate), so that the deinit
+    /// of such a handle, the common one, takes no lock: nothing else can reach an object in its deinit, and the
+    /// release that started it orders every earlier write before it.
+    private let letGo = Atomic<Bool>(false)
 
     init(
         resource: RegisteredResource,
@@ -87,6 +93,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     }
 
     deinit {
+        if letGo.load(ordering: .relaxed) { return }
         // Dropped without close: report it, stop the resource, and close it best-effort so nothing stays open.
         let leaked = state.withLock { state -> (any ManagedResource)? in
             guard state.phase == .live else { return nil }
@@ -94,7 +101,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             return state.held.take()?.resource
         }
         guard let leaked else { return }
-        registry.didLeak(info, kind: kind, object: object, reason: .deinitializedWithoutClose)
+        registry.didLeak(self, reason: .deinitializedWithoutClose)
         leaked.cancel()
         registry.closeAbandoned(leaked, timeout: kind.closeTimeout)
     }
@@ -211,10 +218,16 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// the duration.
     func closeInline(timed: Bool) -> CloseOutcome? {
         guard closesInline else { return nil }
+        // One lock round trip: the handle is marked closed before the resource's `closeSynchronously()` runs, which
+        // nothing can interrupt (a `cancel()` of a closing handle does nothing either way); the registry forgets the
+        // resource after the close, as for any close.
         let work = state.withLock { state -> ([any CancellableOperation], any SynchronouslyClosedResource)?? in
             guard state.phase == .live, state.held != nil else { return .some(nil) }
             guard state.parts == nil, let resource = state.held?.synchronous else { return nil }
-            state.phase = .closing
+            state.phase = .closed
+            state.held = nil
+            state.owner = nil
+            letGo.store(true, ordering: .relaxed)
             guard !state.operations.isEmpty else { return ([], resource) }
             defer { state.operations = IdentityTable() }
             return (state.operations.all, resource)
@@ -223,7 +236,8 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         guard let (operations, resource) = work else { return .alreadyClosed }
         cancel(operations)
         let outcome = BoundedClose.run(resource, timed: timed)
-        endClose(resource, outcome: outcome)
+        // The resource lives until the registry forgot it (see `endClose`).
+        withExtendedLifetime(resource) { registry.didClose(self, outcome: outcome) }
         return outcome
     }
 
@@ -252,6 +266,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
             state.phase = .closed
             state.held = nil
             state.owner = nil
+            letGo.store(true, ordering: .relaxed)
         }
         // The resource lives until the registry forgot it: its object's address is the registry's key, and a new
         // resource at that address must not be taken for this one.
@@ -300,6 +315,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         state.withLock { state in
             state.phase = .closed
             state.held = nil
+            letGo.store(true, ordering: .relaxed)
         }
     }
 

@@ -43,7 +43,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         var phase: Phase = .open
         var cancelReason: CancellationReason?
         var handles = HandleList()
-        var children: [ObjectIdentifier: ResourceScope] = [:]
+        var children = [ObjectIdentifier: ResourceScope]()
         /// Operations of this scope's task on resources it does not own (they joined it: ``join(_:)``).
         var borrowers = IdentityTable<any CancellableOperation>()
         var deadlineTimer: DeadlineTimerID?
@@ -258,10 +258,18 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// here, with no async frame. Returns the rest for ``finish(_:)`` at the first resource that needs one.
     @usableFromInline
     func finishInline() -> Unfinished? {
-        let (handles, timer) = state.withLock { state -> (HandleList, DeadlineTimerID?) in
-            state.phase = .finishing
+        // When every resource closes inline (the common scope), the scope is finished in this one lock round trip:
+        // the closes below run on this task and nothing interrupts them, so no cancellation needs to reach them.
+        let (handles, timer, finished) = state.withLock { state -> (HandleList, DeadlineTimerID?, Bool) in
             defer { state.deadlineTimer = nil }
-            return (state.handles, state.deadlineTimer)
+            let handles = state.handles
+            let finished = handles.allClosingInline
+            state.phase = finished ? .finished : .finishing
+            if finished {
+                state.handles = HandleList()
+                state.borrowers = IdentityTable()
+            }
+            return (handles, state.deadlineTimer, finished)
         }
         if let timer { DeadlineTimers.shared.cancel(timer) }
         var stillClosing: [ResourceHandle] = []
@@ -275,7 +283,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
             if case .alreadyClosed = outcome { stillClosing.append(handle) }
             end -= 1
         }
-        complete(stillClosing: stillClosing)
+        complete(stillClosing: stillClosing, finished: finished)
         return nil
     }
 
@@ -289,15 +297,18 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         complete(stillClosing: stillClosing)
     }
 
-    private func complete(stillClosing: [ResourceHandle]) {
+    /// Ends the scope; `finished` when ``finishInline()`` marked it finished already.
+    private func complete(stillClosing: [ResourceHandle], finished: Bool = false) {
         // Closed by someone else (an adapter, an owner) who has not finished yet: report it.
         for handle in stillClosing.reversed() where handle.phase != .closed {
-            registry.didLeak(handle.info, kind: handle.kind, object: handle.object, reason: .unclosedAtScopeEnd)
+            registry.didLeak(handle, reason: .unclosedAtScopeEnd)
         }
-        state.withLock { state in
-            state.phase = .finished
-            state.handles = HandleList()
-            state.borrowers = IdentityTable()
+        if !finished {
+            state.withLock { state in
+                state.phase = .finished
+                state.handles = HandleList()
+                state.borrowers = IdentityTable()
+            }
         }
         parent?.detachChild(self)
     }

@@ -34,4 +34,20 @@ import Testing
             Issue.record("the boxed case reads back")
         }
     }
+
+    /// ``StoredInstant/now`` reads the clock directly and gives exactly the instant `ContinuousClock.now` would:
+    /// never before a reading taken before it, never after one taken after it. Broken once by moving the raw
+    /// clock's origin a microsecond: the bounds failed.
+    @Test func nowIsTheClocksOwnInstant() {
+        #if os(Linux)
+        #expect(StoredInstant.readsTheClockDirectly)
+        #endif
+        for _ in 0..<1_000 {
+            let before = ContinuousClock.now
+            let now = StoredInstant.now
+            let after = ContinuousClock.now
+            #expect(before <= now.instant && now.instant <= after)
+            #expect(StoredInstant(before) <= now && now <= StoredInstant(after))
+        }
+    }
 }
