@@ -15,6 +15,8 @@ public final class ResourceRegistry: Sendable {
     private struct State {
         /// By ``ResourceKind/index``: the kinds this registry has seen, and their counters.
         var kinds: [ResourceKind?] = []
+        /// `kinds[index] != nil`, kept apart.
+        var seen: [Bool] = []
         var counters: [KindTally] = []
         /// By the resource object: one table finds a live resource and refuses a second registration of it.
         var live = LiveTable<ResourceHandle>()
@@ -23,13 +25,16 @@ public final class ResourceRegistry: Sendable {
         /// first time.
         @discardableResult
         mutating func see(_ kind: ResourceKind) -> Bool {
+            // Checked on a flag: reading `kinds[index]` would copy the kind (its name) on every registration.
+            if kind.index < seen.count, seen[kind.index] { return false }
             if kind.index >= kinds.count {
                 let missing = kind.index + 1 - kinds.count
                 kinds.append(contentsOf: repeatElement(nil, count: missing))
+                seen.append(contentsOf: repeatElement(false, count: missing))
                 counters.append(contentsOf: repeatElement(KindTally(), count: missing))
             }
-            guard kinds[kind.index] == nil else { return false }
             kinds[kind.index] = kind
+            seen[kind.index] = true
             return true
         }
     }

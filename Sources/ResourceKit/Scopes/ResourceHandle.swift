@@ -221,24 +221,39 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         // One lock round trip: the handle is marked closed before the resource's `closeSynchronously()` runs, which
         // nothing can interrupt (a `cancel()` of a closing handle does nothing either way); the registry forgets the
         // resource after the close, as for any close.
-        let work = state.withLock { state -> ([any CancellableOperation], any SynchronouslyClosedResource)?? in
-            guard state.phase == .live, state.held != nil else { return .some(nil) }
-            guard state.parts == nil, let resource = state.held?.synchronous else { return nil }
+        let work = state.withLock { state -> InlineClose in
+            guard state.phase == .live, state.held != nil else { return .alreadyClosed }
+            guard state.parts == nil, case .synchronous? = state.held else { return .notInline }
+            // Moved out, not copied (the check above leaves nothing else for `take()` to find).
+            guard case .synchronous(let resource)? = state.held.take() else { return .notInline }
             state.phase = .closed
-            state.held = nil
             state.owner = nil
             letGo.store(true, ordering: .relaxed)
-            guard !state.operations.isEmpty else { return ([], resource) }
+            guard !state.operations.isEmpty else { return .close(resource) }
             defer { state.operations = IdentityTable() }
-            return (state.operations.all, resource)
+            return .closeCancelling(resource, state.operations.all)
         }
-        guard let work else { return nil }
-        guard let (operations, resource) = work else { return .alreadyClosed }
-        cancel(operations)
+        let resource: any SynchronouslyClosedResource
+        switch consume work {
+        case .notInline: return nil
+        case .alreadyClosed: return .alreadyClosed
+        case .close(let closing): resource = closing
+        case .closeCancelling(let closing, let operations):
+            cancel(operations)
+            resource = closing
+        }
         let outcome = BoundedClose.run(resource, timed: timed)
         // The resource lives until the registry forgot it (see `endClose`).
         withExtendedLifetime(resource) { registry.didClose(self, outcome: outcome) }
         return outcome
+    }
+
+    /// What ``closeInline(timed:)`` decided under the lock.
+    private enum InlineClose {
+        case notInline
+        case alreadyClosed
+        case close(any SynchronouslyClosedResource)
+        case closeCancelling(any SynchronouslyClosedResource, [any CancellableOperation])
     }
 
     private func beginClose() -> ([any CancellableOperation], any ManagedResource, ResourceScope?)? {

@@ -261,15 +261,17 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         // When every resource closes inline (the common scope), the scope is finished in this one lock round trip:
         // the closes below run on this task and nothing interrupts them, so no cancellation needs to reach them.
         let (handles, timer, finished) = state.withLock { state -> (HandleList, DeadlineTimerID?, Bool) in
-            defer { state.deadlineTimer = nil }
-            let handles = state.handles
-            let finished = handles.allClosingInline
-            state.phase = finished ? .finished : .finishing
-            if finished {
-                state.handles = HandleList()
-                state.borrowers = IdentityTable()
+            let timer = state.deadlineTimer.take()
+            guard state.handles.allClosingInline else {
+                state.phase = .finishing
+                return (state.handles, timer, false)
             }
-            return (handles, state.deadlineTimer, finished)
+            state.phase = .finished
+            // Moved out, not copied: a finished scope reads them no more.
+            var handles = HandleList()
+            swap(&handles, &state.handles)
+            if !state.borrowers.isEmpty { state.borrowers = IdentityTable() }
+            return (handles, timer, true)
         }
         if let timer { DeadlineTimers.shared.cancel(timer) }
         var stillClosing: [ResourceHandle] = []
