@@ -129,8 +129,9 @@ import Testing
 
     /// PostgreSQL cancels what the backend runs when the cancel lands: a cancel meant for a statement that has
     /// just finished (its result not read yet) stops the next statement of the batch instead. That statement is
-    /// sent again, and its caller gets its answer, not `57014`. Made certain here: the pool's reactor is held
-    /// (so that the first statement's result waits unread) until the cancel has stopped the second one.
+    /// sent again, and its caller gets its answer, not `57014`. Made certain with events, not time: each statement
+    /// waits on an advisory lock the observer holds, and the pool's reactor is held (so that the first
+    /// statement's result waits unread) from before the first is let go until the cancel has stopped the second.
     @Test func aStatementHitByAnotherOnesCancelIsSentAgain() async throws {
         let registry = ResourceRegistry()
         let reactor = IOReactor(name: "rk.test.shared")
@@ -138,27 +139,34 @@ import Testing
         try await withResourceScope("observer", registry: registry) { scope in
             let conninfo = try await TestDatabase.conninfo()
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let (firstLock, secondLock) = (Int.random(in: 1...Int(Int32.max)), Int.random(in: 1...Int(Int32.max)))
+            _ = try await observer.execute(
+                "SELECT pg_advisory_lock($1), pg_advisory_lock($2)", [firstLock, secondLock])
             let pool = try PostgresPool(
                 conninfo: conninfo, maxConnections: 1, registry: registry, reactor: reactor, cancelFastPath: false)
             let held = try await HeldConnection.hold(theOnlyConnectionOf: pool)
-            // Half a second on the server: the reactor is held well before its result comes.
-            let first = Task { try await pool.execute("SELECT 1 FROM pg_sleep(0.5)") }
+            let first = Task { try await pool.execute("SELECT 1 FROM pg_advisory_xact_lock($1)", [firstLock]) }
             try await until("the first queued", pool.occupancyUpdates()) { $0.queuedStatements == 1 }
             let marker = statementMarker("hit")
-            let second = Task { try await Self.value(pool.execute("SELECT 2 FROM pg_sleep(1) /* \(marker) */")) }
+            let second = Task {
+                try await Self.value(
+                    pool.execute("SELECT 2 FROM pg_advisory_xact_lock($1) /* \(marker) */", [secondLock]))
+            }
             try await until("both queued", pool.occupancyUpdates()) { $0.queuedStatements == 2 }
             let updates = pool.occupancyUpdates()
             try await held.letGo()
-            // The driver took both: hold the reactor (while the first still sleeps), so that no result is read.
             try await until("the batch taken", updates) { $0.queuedStatements == 0 }
+            // The first waits for its lock on the server; hold the reactor, so that no result is read, then let
+            // the first finish there: its result waits unread, and the second runs (waiting for its own lock).
             let hold = ReactorHold(reactor)
             try await hold.started.wait()
-            // The second runs on the server, so the first is done there; its result waits unread.
+            _ = try await observer.execute("SELECT pg_advisory_unlock($1)", [firstLock])
             let pid = try await TestDatabase.activeBackend(running: marker, observer: observer)
             first.cancel()
             await #expect(throws: CancellationError.self) { try await first.value }
             // The cancel (meant for the first) stops the second, which the server then reports as 57014.
             #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil)
+            _ = try await observer.execute("SELECT pg_advisory_unlock($1)", [secondLock])
             hold.release()
             #expect(try await second.value == 2, "the statement hit by another's cancel must be sent again")
             await pool.shutdown()

@@ -16,6 +16,9 @@ enum LatestCommand: Sendable {
         var stats: LatestTask<String, String>.Stats
         var serverExecutions: Int
         var elapsed: Duration
+        /// The longest time between two consecutive updates as fed (50 ms apart, unless the machine is loaded):
+        /// a debounce longer than it lets no superseded id start.
+        var longestGap: Duration
     }
 
     static func run(_ arguments: Arguments) async throws -> Int32 {
@@ -43,6 +46,7 @@ enum LatestCommand: Sendable {
                 line.set("dropped_stale", .int(Int64(summary.stats.droppedStale)))
                 line.set("server_executions", .int(Int64(summary.serverExecutions)))
                 line.set("elapsed_us", .int(summary.elapsed.microseconds))
+                line.set("longest_gap_us", .int(summary.longestGap.microseconds))
                 Console.line(line.text)
             } else {
                 Console.line(
@@ -77,8 +81,13 @@ enum LatestCommand: Sendable {
                         "SELECT $1::text, nextval('\(sequence)'), pg_sleep(0.2)", [id])
                     return try rows[0].decode(String.self, at: 0)
                 }
+                var longestGap = Duration.zero
+                var previous: ContinuousClock.Instant?
                 for (index, id) in ids.enumerated() {
+                    let now = ContinuousClock.now
+                    if let previous { longestGap = max(longestGap, now - previous) }
                     let result = latest.update(id: id)
+                    previous = ContinuousClock.now
                     report(id, describe(result))
                     if index < ids.count - 1 { try await Task.sleep(for: gap) }
                 }
@@ -91,7 +100,7 @@ enum LatestCommand: Sendable {
                 _ = try await admin.execute("DROP SEQUENCE \(sequence)")
                 return Summary(
                     committed: committed, stats: latest.stats, serverExecutions: count,
-                    elapsed: ContinuousClock.now - started)
+                    elapsed: ContinuousClock.now - started, longestGap: longestGap)
             } catch {
                 // Best-effort cleanup on the failure path. After a signal the scope is cancelled and the
                 // sequence stays behind (on an embedded cluster it goes with the cluster).
