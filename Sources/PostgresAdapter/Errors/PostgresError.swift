@@ -40,6 +40,12 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let sessionRequired = Code("sessionRequired")
         /// A pipeline statement the server skipped because an earlier one in the same batch failed.
         public static let pipelineAborted = Code("pipelineAborted")
+        /// A shared statement (``PostgresPool/execute(_:_:sharing:)``) left the session in a transaction block
+        /// (the server said so: its command tag was `BEGIN` or `START TRANSACTION`), or ran inside a block another
+        /// shared statement of its batch opened. Nothing of it is reported as done; the message says what
+        /// became of the block (rolled back by the pool before anyone else used the connection, or ended by a
+        /// later statement of the batch).
+        public static let sharedTransactionBlock = Code("sharedTransactionBlock")
 
         /// The code's name, as in `PostgresError.connectionRefused`.
         public var description: String { name }
@@ -71,6 +77,10 @@ public struct PostgresError: Error, Sendable, Hashable, CustomStringConvertible 
 
     /// `true` for `57014` (query_canceled), e.g. from `statement_timeout`.
     public var isQueryCanceled: Bool { sqlState == "57014" }
+
+    /// A `57014` the server reports as its `statement_timeout` (PostgreSQL's message, in English: a server whose
+    /// `lc_messages` is another language is not recognised here, and such a timeout counts as a cancel).
+    var isStatementTimeout: Bool { isQueryCanceled && message.contains("statement timeout") }
 
     public var description: String {
         var text = "PostgresError.\(code)"

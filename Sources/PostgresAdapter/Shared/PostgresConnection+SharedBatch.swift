@@ -4,24 +4,28 @@ import ResourceKit
 /// A batch of shared statements on one connection: pipeline mode, one sync per statement, each statement's
 /// outcome reported as soon as its sync arrives (Docs/Architecture.md, "Shared statements").
 extension PostgresConnection {
-    /// Sends `statements` in libpq's pipeline mode, each followed by its own sync (so each is its own implicit
-    /// transaction: one statement's error touches no other), and reports each outcome to `outcome` (by index,
-    /// outside the connection's lock) as it arrives. `sent` gets the batch's query id once it is handed to libpq,
-    /// for a cancel.
+    /// Writes the statements `claim` returns (called under the connection's lock, in the step that hands them to
+    /// libpq: a statement the pool no longer wants is never written) in libpq's pipeline mode, each followed by its
+    /// own sync (so each is its own implicit transaction: one statement's error touches no other), and reports
+    /// each outcome to `outcome` (by index, outside the connection's lock) as it arrives; what is reported is
+    /// decided by ``SharedBatchLedger`` from the server's word. `sent` gets the batch's query id once it is handed
+    /// to libpq, for a cancel. Nothing is written when `claim` returns no statement.
     ///
     /// Runs for the pool's driver, not for a caller: no caller's cancellation reaches it (each statement's caller
-    /// cancels its own statement through the pool); its waits end when the connection is closed.
-    /// - Throws: ``PostgresError/Code/connection`` when the connection fails, or the batch left a transaction open
-    ///   (the connection is then broken: closing it rolls that transaction back); the statements not reported yet
-    ///   have no outcome.
+    /// cancels its own statement through the pool); its waits end when the connection is closed. A batch that
+    /// left a transaction block open is rolled back here, before the statements of the block are reported.
+    /// - Throws: ``PostgresError/Code/connection`` when the connection fails, or the server reports a block open
+    ///   that no statement's tag opened (the connection is then broken: closing it rolls that block back); the
+    ///   statements not reported yet have no outcome.
     func runSharedBatch(
-        _ statements: [PostgresStatement],
+        claim: () -> [PostgresStatement],
         sent: (QueryID) -> Void,
         outcome: (Int, Result<PostgresResult, PostgresError>) -> Void
     ) async throws {
         try await begin()
-        defer { end() }
-        let id = try sendSharedBatch(statements)
+        var holding = true
+        defer { if holding { end() } }
+        guard let (id, count) = try sendSharedBatch(claim) else { return }
         sent(id)
         try await flush(id)
         Self.answersAwaited.add(1, ordering: .relaxed)
@@ -30,6 +34,8 @@ extension PostgresConnection {
         var current: Result<PostgresResult, PostgresError>?
         var lookedAgain = true  // the driver parks at once: it never holds its thread for a look
         var arrived: [(Int, Result<PostgresResult, PostgresError>)] = []
+        var ledger = SharedBatchLedger()
+        var atTheEnd: (rollBack: Bool, outcomes: [(Int, Result<PostgresResult, PostgresError>)])?
         while true {
             let socket = try state.withLock { state -> Int32? in
                 guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
@@ -42,20 +48,22 @@ extension PostgresConnection {
                     defer { PQclear(result) }
                     switch PQresultStatus(result) {
                     case PGRES_PIPELINE_SYNC:
-                        arrived.append((index, current ?? .failure(Self.noResult)))
+                        arrived += ledger.ended(index, current ?? .failure(Self.noResult))
                         current = nil
                         index += 1
-                        if index == statements.count {
+                        if index == count {
                             guard PQexitPipelineMode(conn) == 1 else {
                                 state.machine.lost()
                                 throw PostgresError(.connection, "could not leave pipeline mode")
                             }
-                            // Only BEGIN or START opens a transaction block, and both are refused before a
-                            // statement is shared; checked all the same (libpq tells the status only when nothing
-                            // is pending, i.e. at the batch's end).
-                            guard PQtransactionStatus(conn) == PQTRANS_IDLE else {
+                            // libpq tells the transaction status only when nothing is pending: at the batch's end.
+                            switch ledger.batchEnded(sessionIdle: PQtransactionStatus(conn) == PQTRANS_IDLE) {
+                            case .unexplained:
                                 state.machine.lost()
                                 throw Self.transactionLeftOpen
+                            case .report(let rollBack, let outcomes):
+                                if rollBack { state.machine.requireRollback() }
+                                atTheEnd = (rollBack, outcomes)
                             }
                             _ = state.machine.resultsEnded(id)
                             return nil
@@ -77,22 +85,67 @@ extension PostgresConnection {
             notices.deliver(reportingTo: handle)
             for (position, result) in arrived { outcome(position, result) }
             arrived.removeAll(keepingCapacity: true)
-            guard let socket else { return }
+            guard let socket else { break }
             try await waitForAnswer(socket, lookedAgain: &lookedAgain, bindToCaller: false)
         }
+        guard let atTheEnd else { return }
+        if atTheEnd.rollBack {
+            // The block is rolled back (the connection's cleanup, after the batch's cancels settled) before its
+            // statements are told; a rollback that fails breaks the connection, which ends the block all the same.
+            end()
+            holding = false
+            do {
+                try await begin()
+                end()
+            } catch {
+                for (position, result) in atTheEnd.outcomes { outcome(position, result) }
+                throw error
+            }
+        }
+        for (position, result) in atTheEnd.outcomes { outcome(position, result) }
+    }
+
+    /// A shared statement that runs alone on a leased connection (the pool's fast path, or `sharing: .alone`): as
+    /// ``execute(_:_:)``, but one that leaves a transaction block open (the server's status after it says so) is
+    /// rolled back at once and fails with ``PostgresError/Code/sharedTransactionBlock``.
+    func runStandalone(_ statement: PostgresStatement) async throws -> PostgresResult {
+        let result =
+            try await run(statement.sql, statement.binds) ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
+        let blockOpen = state.withLock { state -> Bool in
+            guard let conn = state.conn?.raw else { return false }
+            let status = PQtransactionStatus(conn)
+            guard status == PQTRANS_INTRANS || status == PQTRANS_INERROR else { return false }
+            state.machine.requireRollback()
+            return true
+        }
+        guard blockOpen else { return result }
+        // Rolled back before the caller is told (the connection's cleanup; a failed rollback breaks it).
+        do {
+            try await begin()
+            end()
+        } catch {}
+        throw PostgresError(
+            .sharedTransactionBlock,
+            "this statement opened a transaction block, which a shared statement may not; the pool rolled it back "
+                + "(run transactions in withConnection)")
     }
 
     static let noResult = PostgresError(.connection, "the server sent no result for the statement")
     static let transactionLeftOpen = PostgresError(
-        .connection, "a shared statement left a transaction open; the connection was closed, which rolled it back")
+        .connection,
+        "the server reported a transaction block open after shared statements that opened none; "
+            + "the connection was closed, which rolled it back")
 
-    /// Enters pipeline mode and queues every statement, each followed by a sync. A refused statement breaks the
+    /// Enters pipeline mode and queues every statement `claim` returns (under the lock), each followed by a sync;
+    /// returns the query id and the count, or `nil` when there is nothing to write. A refused statement breaks the
     /// connection (queued items cannot be taken back); the statements were checked before they were queued.
-    private func sendSharedBatch(_ statements: [PostgresStatement]) throws -> QueryID {
+    private func sendSharedBatch(_ claim: () -> [PostgresStatement]) throws -> (QueryID, Int)? {
         try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
+            let statements = claim()
+            if statements.isEmpty { return nil }
             guard PQenterPipelineMode(conn) == 1 else {
                 state.machine.lost()
                 throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
@@ -109,7 +162,7 @@ extension PostgresConnection {
                     throw PostgresError(.connection, message)
                 }
             }
-            return state.machine.sent(mode: .pipeline)
+            return (state.machine.sent(mode: .pipeline), statements.count)
         }
     }
 }

@@ -8,35 +8,57 @@ struct SharedWire: Sendable {
 }
 
 extension PostgresPool {
+    /// How ``execute(_:_:sharing:)`` runs a statement.
+    public enum Sharing: Sendable, Hashable {
+        /// Pipelined with other tasks' statements on a shared connection under load (the default of
+        /// ``execute(_:_:)``): many statements per round trip, but a statement waits for its batch-mates.
+        case pipelined
+        /// On a connection of its own, leased as ``withConnection(_:)`` leases one: for a statement known to be
+        /// long, which would hold its batch-mates behind it. The same rules and guarantees otherwise.
+        case alone
+    }
+
     /// Runs one statement on one of the pool's connections, *shared*: while other tasks' statements are on the
     /// same connection, in libpq's pipeline mode (up to `pipelineDepth` at a time, each with its own sync). Under
-    /// load that is many statements per round trip and per server wake-up, where ``withConnection(_:)`` makes one
-    /// (the README's "Measured" section has both).
+    /// load that is many statements per round trip and per server wake-up, where ``withConnection(_:)`` makes one.
     ///
-    /// For a statement that stands alone: it runs in its own implicit transaction (committed when it succeeds),
-    /// and its error touches no other statement. Refused with ``PostgresError/Code/invalidQuery`` before anything
-    /// is sent: transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT`, ...), session state (`SET`, `LISTEN`,
-    /// `DECLARE`, temporary tables, ...) and `COPY`; use ``withConnection(_:)`` for those. What a keyword cannot
-    /// show is the caller's to avoid: a function that changes session settings or takes a session-level advisory
-    /// lock would leave them to the next statements on the connection. Only the refused `BEGIN` and `START` open a
-    /// transaction block; a batch that ends with one open all the same closes its connection (which rolls it
-    /// back) and fails with ``PostgresError/Code/connection``. A shared statement's deadline is not carried to the
-    /// server as a `statement_timeout` (it still ends the call, as a cancel does); one that runs alone carries it, as
-    /// in ``withConnection(_:)``. A batch whose connection turns out broken before anything of it was sent goes to
-    /// another connection; one that fails after it was sent fails its statements with
-    /// ``PostgresError/Code/connection`` (they may or may not have run).
+    /// What a shared statement may run: one statement that stands alone. It runs in its own implicit transaction
+    /// (committed when it succeeds), and its error touches no other statement. Refused with
+    /// ``PostgresError/Code/invalidQuery`` before anything is sent, as an early and clear answer: transaction
+    /// control (`BEGIN`, `COMMIT`, `SAVEPOINT`, ...), session state (`SET`, `LISTEN`, `DECLARE`, temporary tables,
+    /// ...) and `COPY`; use ``withConnection(_:)`` for those. No guarantee rests on that keyword check: what the
+    /// caller is told comes from what the server reports for its statement (Docs/Architecture.md, "Shared
+    /// statements"). A statement the server reports as having opened a transaction block (its tag `BEGIN` or
+    /// `START TRANSACTION`, however it was spelled) fails with ``PostgresError/Code/sharedTransactionBlock``, and
+    /// so does every later statement of its batch, which ran inside that block; the pool rolls the block back
+    /// before anyone else uses the connection and before those callers are told.
+    ///
+    /// What a shared statement may wait for: the statements of its own batch written before it (a batch is
+    /// written whole when a connection takes it, and nothing is ever added to a batch on the wire), and a
+    /// connection's earlier cancels settling. A statement known to be long should not share: pass
+    /// `sharing: .alone` (``execute(_:_:sharing:)``) or use ``withConnection(_:)``.
+    ///
+    /// A shared statement's deadline is not carried to the server as a `statement_timeout` (it still ends the
+    /// call, as a cancel does); one that runs alone carries it, as in ``withConnection(_:)``. A batch whose
+    /// connection turns out broken before anything of it was written goes to another connection; one that fails
+    /// after it was written fails its statements with ``PostgresError/Code/connection`` (they may or may not have
+    /// run).
     ///
     /// Cancellation (the task, its borrowing scope, an enclosing operation, a deadline): the call throws
-    /// `CancellationError` (or `DeadlineExceededError`) at once. A statement still queued is never sent; one on
-    /// the wire has its outcome dropped and is cancelled on the server (a cancel request, or the fast path) once
-    /// it is the statement its batch runs: PostgreSQL cancels whatever the backend runs when the cancel lands, so
-    /// sent earlier it would stop a statement before it. A cancel that lands late may stop the next statement of
-    /// the batch: a statement that fails with `57014` while such a cancel is out is sent again (up to three
-    /// times), invisibly to its caller (its implicit transaction was rolled back whole; something not
-    /// transactional, such as `nextval`, may advance twice, as under any retry). The connection takes its next
-    /// batch only after every cancel's fate is known. Already-cancelled task: nothing is sent.
+    /// `CancellationError` (or `DeadlineExceededError`) at once. A statement not yet written (queued, or in a
+    /// batch whose connection still waits for an earlier cancel to settle) is never written: it leaves its batch
+    /// in the same locked step that would write it. Only a statement already written (handed to libpq's send
+    /// buffer) may still run: its outcome is dropped and it is cancelled on the server (a cancel request, or the
+    /// fast path) once it is the statement its batch runs, since PostgreSQL cancels whatever the backend runs when
+    /// the cancel lands; a statement that ended before the cancel landed stays done. A statement is sent again
+    /// only when a cancel this pool sent for an earlier statement of its batch stopped it instead (each such
+    /// cancel can stop at most one, up to three resends per statement): its implicit transaction was rolled back
+    /// whole, so it runs once (something not transactional, such as `nextval`, may advance twice, as under any
+    /// retry). A `57014` from a `statement_timeout` or from someone else's cancel reaches the caller as that
+    /// ``PostgresError``. The connection takes its next batch only after every cancel's fate is known.
+    /// Already-cancelled task: nothing is sent.
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``PostgresError`` (`server` with SQLSTATE,
-    ///   `invalidQuery`, `connection`, `connectionTimedOut`, `poolClosed`).
+    ///   `invalidQuery`, `sharedTransactionBlock`, `connection`, `connectionTimedOut`, `poolClosed`).
     @discardableResult
     public func execute(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> PostgresResult {
         let statement = PostgresStatement(sql, binds)
@@ -49,8 +71,7 @@ extension PostgresPool {
                 Self.leasesHeld.subtract(1, ordering: .relaxed)
                 release(connection)
             }
-            return try await connection.run(statement.sql, statement.binds)
-                ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
+            return try await connection.runStandalone(statement)
         }
         try Task.checkCancellation()
         let call = PoolWaiter(pool: self, id: nextID.add(1, ordering: .relaxed).newValue, kind: .statement)
@@ -63,9 +84,34 @@ extension PostgresPool {
         }
     }
 
+    /// Runs one statement as ``execute(_:_:)`` does, or, with `sharing: .alone`, on a connection of its own (its
+    /// batch-mates never wait for it, and it waits for none). Rules, cancellation and errors as
+    /// ``execute(_:_:)``; `.alone` waits for a connection as ``withConnection(_:)`` does.
+    @discardableResult
+    public func execute(
+        _ sql: String, _ binds: [any PostgresEncodable] = [], sharing: Sharing
+    ) async throws -> PostgresResult {
+        switch sharing {
+        case .pipelined:
+            return try await execute(sql, binds)
+        case .alone:
+            let statement = PostgresStatement(sql, binds)
+            try PostgresWireText.check(statement.sql, statement.binds)
+            try SharedStatementRules.check(statement.sql)
+            return try await withConnection { try await $0.runStandalone(statement) }
+        }
+    }
+
     /// Runs a shared statement and returns its rows. Cancellation and errors as ``execute(_:_:)``.
     public func query(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> [PostgresRow] {
         try await execute(sql, binds).rows
+    }
+
+    /// Runs a statement as ``execute(_:_:sharing:)`` does and returns its rows.
+    public func query(
+        _ sql: String, _ binds: [any PostgresEncodable] = [], sharing: Sharing
+    ) async throws -> [PostgresRow] {
+        try await execute(sql, binds, sharing: sharing).rows
     }
 
     private func submit(
@@ -125,7 +171,7 @@ extension PostgresPool {
         }
         Self.leasesHeld.add(1, ordering: .relaxed)
         connection.state.withLock { state in
-            state.sharedResendGate = { [shared] in shared.withLock { $0.cancelStillWanted(driver) } }
+            state.sharedResendGate = { [shared] in shared.withLock { $0.resendApproved(driver) } }
         }
         defer {
             connection.state.withLock { $0.sharedResendGate = nil }
@@ -160,15 +206,21 @@ extension PostgresPool {
         }
     }
 
-    /// Sends one batch and hands each outcome to its caller; returns the connection's failure, if any, and whether
-    /// the batch reached libpq (else none of it was sent).
+    /// Sends one batch (what of it is still wanted when it is written) and hands each outcome to its caller;
+    /// returns the connection's failure, if any, and whether the batch reached libpq (else none of it was sent).
     private func send(
         _ batch: [SharedMachine.Entry], on connection: PostgresConnection, by driver: SharedMachine.DriverID
     ) async -> (PostgresError?, handedToLibPQ: Bool) {
         var handedToLibPQ = false
+        var written: [SharedMachine.Entry] = []
         do {
             try await connection.runSharedBatch(
-                batch.map(\.statement),
+                claim: {
+                    // Under the connection's lock, in the step that hands the statements to libpq: a statement
+                    // cancelled before this step is never written.
+                    written = shared.withLock { $0.write(driver) }
+                    return written.map(\.statement)
+                },
                 sent: { query in
                     handedToLibPQ = true
                     if shared.withLock({ $0.batchSent(driver, as: SharedWire(connection: connection, query: query)) }) {
@@ -176,7 +228,7 @@ extension PostgresPool {
                     }
                 },
                 outcome: { index, outcome in
-                    let (action, cancel) = shared.withLock { $0.finished(driver, batch[index].id, outcome) }
+                    let (action, cancel) = shared.withLock { $0.finished(driver, written[index].id, outcome) }
                     if let cancel { cancel.connection.requestCancel(cancel.query, another: true) }
                     switch action {
                     case .resume(let waiter, let outcome):

@@ -36,21 +36,28 @@ struct SharedStatementMachine<Waiter, Wire> {
     struct Driver {
         /// Between taking batches: a statement that arrives now needs no new driver.
         var idle = true
+        /// The batch taken and not written yet (the driver may wait for its connection's earlier cancels to
+        /// settle first): a statement cancelled now leaves it and is never written.
+        var taken: [Entry] = []
         /// The batch on the wire, once sent.
         var wire: Wire?
-        /// A cancel went to the server during the current batch: a `57014` of a statement whose caller is still
-        /// there is that cancel's.
-        var cancelSent = false
-        /// The batch's statements in the order they were sent, and how many have their outcome: the first
+        /// The statements of the batch this pool sent a cancel for (each when it was the head).
+        var cancelTargets: Set<EntryID> = []
+        /// The batch's statements in the order they were written, and how many have their outcome: the first
         /// without one (the *head*) is the one the server runs, or is about to.
         var order: [EntryID] = []
         var answered = 0
-        /// Statements whose caller left while they were sent: each is cancelled on the server once it is the head
-        /// (a cancel sent earlier would stop the statement running before it instead).
+        /// Statements whose caller left while they were on the wire: each is cancelled on the server once it is
+        /// the head (a cancel sent earlier would stop the statement running before it instead).
         var cancelWanted: Set<EntryID> = []
 
         var head: EntryID? { answered < order.count ? order[answered] : nil }
         var headWantsCancel: Bool { head.map(cancelWanted.contains) ?? false }
+
+        /// Records a cancel this pool sends now for the batch's head.
+        mutating func cancellingHead() {
+            if let head { cancelTargets.insert(head) }
+        }
     }
 
     /// The most statements one driver sends at a time.
@@ -119,9 +126,21 @@ struct SharedStatementMachine<Waiter, Wire> {
         let count = min(depth, pending.count)
         let batch = Array(pending.prefix(count))
         pending.removeFirst(count)
-        for entry in batch { sent[entry.id] = Sent(entry: entry, driver: driver) }
-        drivers[driver] = Driver(idle: false, order: batch.map(\.id))
+        drivers[driver] = Driver(idle: false, taken: batch)
         return .send(batch)
+    }
+
+    /// Driver `driver` writes its batch now (called under the connection's lock, in the step that hands the
+    /// statements to libpq): returns the statements still wanted, in order. A statement cancelled before this
+    /// step left the batch and is never written; from this step on, a cancel reaches it on the server.
+    mutating func write(_ driver: DriverID) -> [Entry] {
+        guard var record = drivers[driver] else { return [] }
+        let batch = record.taken
+        record.taken = []
+        record.order = batch.map(\.id)
+        for entry in batch { sent[entry.id] = Sent(entry: entry, driver: driver) }
+        drivers[driver] = record
+        return batch
     }
 
     /// Driver `driver`'s batch is on the wire as `wire` (a cancel can name it from now on). Returns whether to
@@ -130,7 +149,7 @@ struct SharedStatementMachine<Waiter, Wire> {
         guard var record = drivers[driver] else { return false }
         record.wire = wire
         let cancelNow = record.headWantsCancel
-        if cancelNow { record.cancelSent = true }
+        if cancelNow { record.cancellingHead() }
         drivers[driver] = record
         return cancelNow
     }
@@ -138,8 +157,8 @@ struct SharedStatementMachine<Waiter, Wire> {
     enum FinishAction {
         /// Resume the waiter with the outcome.
         case resume(Waiter, Result<PostgresResult, PostgresError>)
-        /// The statement was stopped by a cancel meant for another one: it is queued again, at the front; start
-        /// `driver` if set.
+        /// The statement was stopped by a cancel this pool sent for another one: it is queued again, at the
+        /// front; start `driver` if set.
         case sentAgain(startDriver: DriverID?)
         /// Its caller left already (cancelled): nothing to do.
         case none
@@ -148,25 +167,33 @@ struct SharedStatementMachine<Waiter, Wire> {
     /// Statement `id` of driver `driver`'s batch has its outcome (its sync; outcomes come in the batch's order).
     /// Returns what to do with it, and the batch to cancel now when the next statement, now the head, is one
     /// whose caller left.
+    ///
+    /// A `57014` is sent again only when a cancel of this pool can have caused it: the statement was not itself a
+    /// cancel's target, a cancel went out in this batch for an earlier statement (PostgreSQL cancels whatever runs
+    /// when the cancel lands, so one meant for a statement that just ended stops a later one), and the server does
+    /// not report it as a `statement_timeout`. Any other `57014` (a timeout, someone else's cancel with none of the
+    /// pool's out) goes to its caller as it is.
     mutating func finished(
         _ driver: DriverID, _ id: EntryID, _ outcome: Result<PostgresResult, PostgresError>
     ) -> (action: FinishAction, cancel: Wire?) {
         var cancel: Wire?
-        var stoppedByOurCancel = false
+        var strayStoppedIt = false
         if var record = drivers[driver] {
             record.answered += 1
             record.cancelWanted.remove(id)
-            stoppedByOurCancel = record.cancelSent
+            if case .failure(let error) = outcome, error.isQueryCanceled, !error.isStatementTimeout,
+                !record.cancelTargets.contains(id), !record.cancelTargets.isEmpty
+            {
+                strayStoppedIt = true
+            }
             if record.headWantsCancel, let wire = record.wire {
-                record.cancelSent = true
+                record.cancellingHead()
                 cancel = wire
             }
             drivers[driver] = record
         }
         guard let sentRecord = sent.removeValue(forKey: id) else { return (.none, cancel) }
-        if case .failure(let error) = outcome, error.isQueryCanceled, stoppedByOurCancel, !closed,
-            sentRecord.entry.resends < Self.maxResends
-        {
+        if strayStoppedIt, !closed, sentRecord.entry.resends < Self.maxResends {
             var again = sentRecord.entry
             again.resends += 1
             pending.insert(again, at: 0)
@@ -177,8 +204,11 @@ struct SharedStatementMachine<Waiter, Wire> {
 
     /// Whether driver `driver`'s batch should get its cancel again (one that did not stop it: behind a balancer
     /// it may have reached another server): only while its head is a statement whose caller left.
-    func cancelStillWanted(_ driver: DriverID) -> Bool {
-        drivers[driver]?.headWantsCancel ?? false
+    mutating func resendApproved(_ driver: DriverID) -> Bool {
+        guard var record = drivers[driver], record.headWantsCancel else { return false }
+        record.cancellingHead()
+        drivers[driver] = record
+        return true
     }
 
     /// Driver `driver`'s batch ended: returns the waiters of its statements still unanswered (the connection
@@ -189,15 +219,21 @@ struct SharedStatementMachine<Waiter, Wire> {
             sent[id] = nil
             failed.append(record.entry.waiter)
         }
-        if drivers[driver] != nil { drivers[driver] = Driver() }
+        if let record = drivers[driver] {
+            pending.insert(contentsOf: record.taken, at: 0)  // never written (the batch ended before its write)
+            drivers[driver] = Driver()
+        }
         return failed
     }
 
     /// Driver `driver`'s batch never reached libpq (its connection was found broken first): its statements go
     /// back to the front of the queue, in order, for another driver.
     mutating func batchNotSent(_ driver: DriverID) {
-        guard let order = drivers[driver]?.order else { return }
-        let back = order.compactMap { sent.removeValue(forKey: $0)?.entry }
+        guard var record = drivers[driver] else { return }
+        let back = record.order.compactMap { sent.removeValue(forKey: $0)?.entry } + record.taken
+        record.taken = []
+        record.order = []
+        drivers[driver] = record
         pending.insert(contentsOf: back, at: 0)
     }
 
@@ -219,13 +255,14 @@ struct SharedStatementMachine<Waiter, Wire> {
     }
 
     enum CancelAction {
-        /// The statement was queued: it left the queue; throw the reason's error to the waiter.
+        /// The statement was queued, or taken into a batch not written yet: it left; throw the reason's error to
+        /// the waiter. It is never sent.
         case resume(Waiter)
         /// The statement is the head of a batch on the wire: throw to the waiter now, and cancel `wire` on the
         /// server.
         case resumeAndCancel(Waiter, Wire)
-        /// Sent, but not the head yet (or its batch not on the wire yet): throw to the waiter now; its outcome is
-        /// dropped, and the cancel goes out when it becomes the head (``batchSent(_:as:)``,
+        /// Written, but not the head yet (or its batch's query id not known yet): throw to the waiter now; its
+        /// outcome is dropped, and the cancel goes out when it becomes the head (``batchSent(_:as:)``,
         /// ``finished(_:_:_:)``): PostgreSQL cancels whatever runs when the cancel lands.
         case resumeOnly(Waiter)
         /// Already answered, or not submitted yet (its reason is kept for the submit).
@@ -238,12 +275,18 @@ struct SharedStatementMachine<Waiter, Wire> {
         if let index = pending.firstIndex(where: { $0.id == id }) {
             return .resume(pending.remove(at: index).waiter)
         }
+        for (driverID, var driver) in drivers {
+            guard let index = driver.taken.firstIndex(where: { $0.id == id }) else { continue }
+            let entry = driver.taken.remove(at: index)
+            drivers[driverID] = driver
+            return .resume(entry.waiter)
+        }
         if let record = sent.removeValue(forKey: id), var driver = drivers[record.driver] {
             // Its outcome, when it comes, goes nowhere (``finished(_:_:_:)`` no longer knows it).
             driver.cancelWanted.insert(id)
             defer { drivers[record.driver] = driver }
             guard driver.head == id, let wire = driver.wire else { return .resumeOnly(record.entry.waiter) }
-            driver.cancelSent = true
+            driver.cancellingHead()
             return .resumeAndCancel(record.entry.waiter, wire)
         }
         if !submitted { cancelledBeforeSubmitting[id] = reason }
@@ -262,4 +305,4 @@ struct SharedStatementMachine<Waiter, Wire> {
 extension SharedStatementMachine: Sendable where Waiter: Sendable, Wire: Sendable {}
 extension SharedStatementMachine.Entry: Sendable where Waiter: Sendable {}
 extension SharedStatementMachine.Sent: Sendable where Waiter: Sendable {}
-extension SharedStatementMachine.Driver: Sendable where Wire: Sendable {}
+extension SharedStatementMachine.Driver: Sendable where Waiter: Sendable, Wire: Sendable {}

@@ -20,11 +20,18 @@ import Testing
         return machine
     }
 
-    /// The same, with the batch sent as batch 10.
+    /// The same, with the batch written and on the wire as batch 10.
     static func sent(_ waiters: [String]) -> Machine {
         var machine = taken(waiters)
+        _ = machine.write(1)
         _ = machine.batchSent(1, as: 10)
         return machine
+    }
+
+    static func canceled(_ message: String) -> PostgresError {
+        var error = PostgresError(.server, message)
+        error.sqlState = "57014"
+        return error
     }
 
     static let canceled: PostgresError = {
@@ -61,6 +68,7 @@ import Testing
     /// Each outcome goes to its own caller; a driver whose queue is empty stops and leaves no driver behind.
     @Test func outcomesGoToTheirCallersAndAnIdleDriverStops() {
         var machine = Self.taken(["a", "b"], maxDrivers: 2)
+        #expect(machine.write(1).map(\.waiter) == ["a", "b"])
         let cancelNow = machine.batchSent(1, as: 10)
         #expect(!cancelNow)
         guard case .resume("a", .success) = machine.finished(1, 1, .success(Self.answer)).action,
@@ -115,13 +123,15 @@ import Testing
             Issue.record("expected the waiter and the batch to cancel")
             return
         }
-        #expect(machine.cancelStillWanted(1), "a resend is wanted while the cancelled statement is the head")
+        let resendWhileHead = machine.resendApproved(1)
+        #expect(resendWhileHead, "a resend is wanted while the cancelled statement is the head")
         let finish = machine.finished(1, 1, .failure(Self.canceled))
         guard case .none = finish.action, finish.cancel == nil else {
             Issue.record("the cancelled statement's outcome must go nowhere")
             return
         }
-        #expect(!machine.cancelStillWanted(1), "no resend once the cancelled statement answered")
+        let resendAfter = machine.resendApproved(1)
+        #expect(!resendAfter, "no resend once the cancelled statement answered")
     }
 
     /// A later statement of the batch that is cancelled: its caller is resumed at once, and the cancel goes out
@@ -132,7 +142,8 @@ import Testing
             Issue.record("expected the waiter back and no cancel yet")
             return
         }
-        #expect(!machine.cancelStillWanted(1))
+        let resendForALaterOne = machine.resendApproved(1)
+        #expect(!resendForALaterOne)
         let finish = machine.finished(1, 1, .success(Self.answer))
         guard case .resume("a", .success) = finish.action else {
             Issue.record("a keeps its answer")
@@ -141,16 +152,70 @@ import Testing
         #expect(finish.cancel == 10, "b is the head now: cancel it")
     }
 
-    /// Cancelled after its driver took it but before the batch was on the wire: the caller is resumed at once and
-    /// the driver is told to cancel as soon as the batch is sent.
-    @Test func aCancelWhileTheBatchIsBeingSentIsSentWithIt() {
+    /// Cancelled after its driver took it but before the batch was written (the driver waits for an earlier cancel
+    /// to settle): the caller is resumed at once, and the statement leaves the batch: it is never written.
+    @Test func aStatementCancelledBeforeItsBatchIsWrittenIsNeverWritten() {
+        var machine = Self.taken(["a", "b"])
+        guard case .resume("a") = machine.cancel(1, reason: .cancelled, submitted: true) else {
+            Issue.record("expected the waiter back, as for a queued statement")
+            return
+        }
+        #expect(machine.write(1).map(\.waiter) == ["b"], "only what is still wanted is written")
+        let cancelNow = machine.batchSent(1, as: 10)
+        #expect(!cancelNow, "nothing to cancel: the cancelled statement was never written")
+    }
+
+    /// Every statement of a batch cancelled before the write: nothing is written.
+    @Test func aBatchWhoseStatementsAllLeftWritesNothing() {
         var machine = Self.taken(["a"])
+        _ = machine.cancel(1, reason: .cancelled, submitted: true)
+        #expect(machine.write(1).isEmpty)
+        #expect(machine.batchEnded(1).isEmpty)
+        #expect(machine.pending.isEmpty)
+    }
+
+    /// Cancelled once written but before the batch's query id is known: resumed at once, and cancelled on the
+    /// server as soon as the batch is on the wire.
+    @Test func aCancelAfterTheWriteIsSentOnceTheBatchIsOnTheWire() {
+        var machine = Self.taken(["a"])
+        _ = machine.write(1)
         guard case .resumeOnly("a") = machine.cancel(1, reason: .cancelled, submitted: true) else {
             Issue.record("expected the waiter back")
             return
         }
         let cancelNow = machine.batchSent(1, as: 10)
         #expect(cancelNow, "the batch must be cancelled once it is on the wire")
+    }
+
+    /// A `statement_timeout` is the statement's own outcome even while a stray cancel of the pool is out.
+    @Test func aStatementTimeoutIsNeverSentAgain() {
+        var machine = Self.sent(["a", "b"])
+        _ = machine.cancel(1, reason: .cancelled, submitted: true)
+        _ = machine.finished(1, 1, .success(Self.answer))
+        let timeout = Self.canceled("canceling statement due to statement timeout")
+        guard case .resume("b", .failure(let error)) = machine.finished(1, 2, .failure(timeout)).action else {
+            Issue.record("a timed-out statement runs once: its 57014 goes to its caller")
+            return
+        }
+        #expect(error.isStatementTimeout)
+    }
+
+    /// A cancel meant for an earlier statement may stop any later one of the batch: each such `57014` is sent
+    /// again; the target's own `57014` is its (gone) caller's.
+    @Test func aCancelOfThePoolStoppingLaterStatementsSendsEachAgain() {
+        var machine = Self.sent(["a", "b", "c"])
+        _ = machine.cancel(1, reason: .cancelled, submitted: true)
+        guard case .none = machine.finished(1, 1, .failure(Self.canceled)).action else {
+            Issue.record("the target's outcome goes nowhere")
+            return
+        }
+        guard case .sentAgain = machine.finished(1, 2, .failure(Self.canceled)).action,
+            case .sentAgain = machine.finished(1, 3, .failure(Self.canceled)).action
+        else {
+            Issue.record("b and c were stopped by the pool's cancel")
+            return
+        }
+        #expect(machine.pending.map(\.waiter) == ["c", "b"], "each sent again at the front of the queue")
     }
 
     /// A `57014` of another statement of a batch whose cancel went out is that cancel's: the statement is sent
@@ -176,6 +241,7 @@ import Testing
         tired.resends = Machine.maxResends
         _ = machine.submit(tired)
         _ = machine.takeBatch(1, lesseesWaiting: false)
+        _ = machine.write(1)
         _ = machine.batchSent(1, as: 10)
         _ = machine.cancel(1, reason: .cancelled, submitted: true)
         _ = machine.finished(1, 1, .success(Self.answer))
@@ -202,6 +268,7 @@ import Testing
         _ = machine.submit(Self.entry(1, "a"))
         _ = machine.submit(Self.entry(2, "b"))
         _ = machine.takeBatch(1, lesseesWaiting: false)
+        _ = machine.write(1)
         _ = machine.batchEnded(1)
         guard case .stop(replacement: 2?) = machine.takeBatch(1, lesseesWaiting: true) else {
             Issue.record("expected a stop with a replacement")
@@ -237,6 +304,7 @@ import Testing
         var machine = Machine(depth: 1, maxDrivers: 2)
         _ = machine.submit(Self.entry(1, "a"))
         _ = machine.takeBatch(1, lesseesWaiting: false)
+        _ = machine.write(1)
         #expect(machine.submit(Self.entry(2, "b")) == .startDriver(2))
         let failedEarly = machine.driverFailed(2)
         #expect(failedEarly.isEmpty, "driver 1 is still there to take b")

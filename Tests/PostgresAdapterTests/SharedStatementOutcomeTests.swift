@@ -1,0 +1,207 @@
+import Foundation
+import PostgresTestSupport
+import ResourceKit
+import ResourceKitTesting
+import TestSupport
+import Testing
+
+@testable import PostgresAdapter
+
+/// What a shared statement's caller is told is what the server did (Docs/Architecture.md, "Shared statements"):
+/// nothing acknowledged is lost, nothing cancelled before it was written runs, nothing runs twice but a statement
+/// this pool's own cancel stopped, and a known-long statement can keep off the shared path.
+@Suite(.serialized) struct SharedStatementOutcomeTests {
+    static func count(_ table: String, _ observer: PostgresConnection) async throws -> Int {
+        try await observer.query("SELECT count(*)::int FROM \(table)")[0].decode(Int.self, at: 0)
+    }
+
+    /// Spellings that open a transaction block without looking like `BEGIN` to the keyword check: the server's
+    /// tag decides. The opener and every insert after it in its batch fail; no insert reported as done is missing
+    /// from the table; the connection is idle and reusable afterwards.
+    @Test(arguments: [";BEGIN", ";;START TRANSACTION", "; begin isolation level serializable"])
+    func aBlockOpenedUnderAnotherSpellingLosesNoAcknowledgedRow(opener: String) async throws {
+        #expect(throws: Never.self, "the keyword check must let it through") { try SharedStatementRules.check(opener) }
+        let registry = ResourceRegistry()
+        let table = "rk_block_\(UInt32.random(in: 0...UInt32.max))"
+        try await withResourceScope("observer", registry: registry) { scope in
+            let conninfo = try await TestDatabase.conninfo()
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            try await observer.execute("CREATE TABLE \(table) (n int)")
+            defer { Task { try? await observer.execute("DROP TABLE IF EXISTS \(table)") } }
+            let pool = try PostgresPool(
+                conninfo: conninfo, maxConnections: 1, registry: registry, cancelFastPath: false)
+            let held = try await HeldConnection.hold(theOnlyConnectionOf: pool)
+            let first = Task { try await pool.execute(opener) }
+            try await until("the opener queued", pool.occupancyUpdates()) { $0.queuedStatements == 1 }
+            let inserts = (1...6).map { n in Task { try await pool.execute("INSERT INTO \(table) VALUES ($1)", [n]) } }
+            try await until("all queued", pool.occupancyUpdates()) { $0.queuedStatements == 7 }
+            try await held.letGo()
+            await #expect { try await first.value } throws: {
+                ($0 as? PostgresError)?.code == .sharedTransactionBlock
+            }
+            var acknowledged = 0
+            for insert in inserts {
+                switch await insert.result {
+                case .success: acknowledged += 1
+                case .failure(let error):
+                    #expect((error as? PostgresError)?.code == .sharedTransactionBlock, "\(error)")
+                }
+            }
+            #expect(try await Self.count(table, observer) == acknowledged, "an acknowledged row is missing")
+            // The connection was rolled back before anyone else used it: the next statement commits on its own.
+            try await pool.execute("INSERT INTO \(table) VALUES (7)")
+            #expect(try await Self.count(table, observer) == acknowledged + 1)
+            await pool.shutdown()
+            try await observer.execute("DROP TABLE \(table)")
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    /// Alone on a connection (the pool's fast path, and `sharing: .alone`), the server's status after the
+    /// statement decides the same way.
+    @Test func aBlockOpenedByAStatementAloneIsRolledBackAndReported() async throws {
+        let registry = ResourceRegistry()
+        let table = "rk_block_alone_\(UInt32.random(in: 0...UInt32.max))"
+        try await withResourceScope("observer", registry: registry) { scope in
+            let conninfo = try await TestDatabase.conninfo()
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            try await observer.execute("CREATE TABLE \(table) (n int)")
+            let pool = try PostgresPool(
+                conninfo: conninfo, maxConnections: 1, registry: registry, cancelFastPath: false)
+            for sharing in [PostgresPool.Sharing.pipelined, .alone] {
+                await #expect("\(sharing)") { try await pool.execute(";BEGIN", sharing: sharing) } throws: {
+                    ($0 as? PostgresError)?.code == .sharedTransactionBlock
+                }
+                try await pool.execute("INSERT INTO \(table) VALUES (1)", sharing: sharing)
+            }
+            #expect(try await Self.count(table, observer) == 2, "each insert after the refused block committed")
+            await pool.shutdown()
+            try await observer.execute("DROP TABLE \(table)")
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    /// A batch taken while its connection waits for an earlier cancel to settle (held back 200 ms by a relay, as
+    /// behind a pooler or a slow network): statements whose callers are cancelled in that window are never
+    /// written, so none of them commits.
+    @Test func aStatementCancelledWhileItsBatchWaitsForACancelToSettleNeverRuns() async throws {
+        let registry = ResourceRegistry()
+        let table = "rk_settle_\(UInt32.random(in: 0...UInt32.max))"
+        let conninfo = try await TestDatabase.conninfo()
+        let upstream = try #require(SlowCancelRelay.port(of: conninfo), "a TCP conninfo: \(conninfo)")
+        let relay = try await SlowCancelRelay.start(upstream: upstream, hold: .milliseconds(200))
+        try await withResourceScope("observer", registry: registry) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            try await observer.execute("CREATE TABLE \(table) (n int)")
+            let pool = try PostgresPool(
+                conninfo: relay.conninfo(replacingPortOf: conninfo), maxConnections: 1, registry: registry,
+                cancelFastPath: false)
+            let held = try await HeldConnection.hold(theOnlyConnectionOf: pool)
+            let marker = statementMarker("settle")
+            let sleeper = Task { try await pool.execute("SELECT pg_sleep(30) /* \(marker) */") }
+            try await until("the sleep queued", pool.occupancyUpdates()) { $0.queuedStatements == 1 }
+            try await held.letGo()
+            _ = try await TestDatabase.activeBackend(running: marker, observer: observer)
+            let inserts = (1...32).map { n in Task { try await pool.execute("INSERT INTO \(table) VALUES ($1)", [n]) } }
+            try await until("all queued", pool.occupancyUpdates()) { $0.queuedStatements == 32 }
+            let updates = pool.occupancyUpdates()
+            sleeper.cancel()
+            await #expect(throws: CancellationError.self) { try await sleeper.value }
+            // The sleep stopped; the driver took its next batch, which waits for the cancel to settle.
+            try await until("the next batch taken", updates) { $0.queuedStatements < 32 }
+            for insert in inserts { insert.cancel() }
+            for insert in inserts {
+                await #expect(throws: CancellationError.self) { try await insert.value }
+            }
+            // Whatever the driver does next (the cancel settles, it finds nothing to write), nothing arrives.
+            #expect(try await pool.execute("SELECT 1").commandTag == "SELECT 1")
+            #expect(try await Self.count(table, observer) == 0, "a cancelled statement committed")
+            await pool.shutdown()
+            try await observer.execute("DROP TABLE \(table)")
+        }
+        await relay.stop()
+        #expect(registry.liveCount == 0)
+    }
+
+    /// Under `statement_timeout`, with random cancels of other callers (so that the pool's own cancels land
+    /// late), every statement runs at most once: each raises a notice with its number when it starts, and no
+    /// number is seen twice. The callers that were not cancelled get the timeout itself.
+    @Test func aTimedOutStatementRunsOnce() async throws {
+        let registry = ResourceRegistry()
+        let function = "rk_note_\(UInt32.random(in: 0...UInt32.max))"
+        let notices = Locked<[String: Int]>([:])
+        try await withResourceScope("observer", registry: registry) { scope in
+            let conninfo = try await TestDatabase.conninfo()
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            try await observer.execute(
+                """
+                CREATE FUNCTION \(function)(n int) RETURNS int LANGUAGE plpgsql AS $$
+                BEGIN RAISE NOTICE 'rk-ran %', n; RETURN n; END $$
+                """)
+            let pool = try PostgresPool(
+                conninfo: conninfo + " options='-c statement_timeout=20'", maxConnections: 2, registry: registry,
+                onNotice: { notice in
+                    guard notice.message.hasPrefix("rk-ran ") else { return }
+                    notices.withLock { $0[notice.message, default: 0] += 1 }
+                })
+            let timedOut = Locked(0)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in 0..<400 {
+                    let statement = Task { try await pool.execute("SELECT \(function)($1::int), pg_sleep(0.05)", [n]) }
+                    group.addTask {
+                        if Int.random(in: 0..<3) == 0 {
+                            try await Task.sleep(for: .microseconds(Int.random(in: 0...30_000)))
+                            statement.cancel()
+                        }
+                        switch await statement.result {
+                        case .success: Issue.record("statement \(n) outran a 20 ms timeout sleeping 50 ms")
+                        case .failure(let error as PostgresError):
+                            #expect(error.isStatementTimeout, "\(error)")
+                            timedOut.withLock { $0 += 1 }
+                        case .failure(let error):
+                            #expect(error is CancellationError, "\(error)")
+                        }
+                    }
+                    if n % 16 == 15 { try await group.next() }
+                }
+                try await group.waitForAll()
+            }
+            await pool.shutdown()
+            try await observer.execute("DROP FUNCTION \(function)(int)")
+        }
+        let twice = notices.withLock { $0.filter { $0.value > 1 } }
+        #expect(twice.isEmpty, "statements that ran more than once: \(twice.keys.sorted())")
+        #expect(!notices.withLock { $0 }.isEmpty)
+        #expect(registry.liveCount == 0)
+    }
+
+    /// A known-long statement kept off the shared path (`sharing: .alone`) holds no fast statement behind it.
+    @Test func aLongStatementAloneHoldsNoFastOneBehindIt() async throws {
+        let registry = ResourceRegistry()
+        let pool = try PostgresPool(
+            conninfo: try await TestDatabase.conninfo(), maxConnections: 4, registry: registry, cancelFastPath: false)
+        let slowest = Locked(Duration.zero)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<2 {
+                group.addTask { try await pool.execute("SELECT pg_sleep(1)", sharing: .alone) }
+            }
+            let end = ContinuousClock.now + .milliseconds(1_200)
+            for task in 0..<16 {
+                group.addTask {
+                    while ContinuousClock.now < end {
+                        let started = ContinuousClock.now
+                        let value = try await pool.query("SELECT $1::int", [task]).first?.decode(Int.self, at: 0)
+                        #expect(value == task)
+                        let took = ContinuousClock.now - started
+                        slowest.withLock { $0 = max($0, took) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        // A batch-mate of a 1 s statement would wait a second; the bound is generous for a loaded machine.
+        #expect(slowest.withLock { $0 } < .milliseconds(700), "a fast statement waited \(slowest.withLock { $0 })")
+        await pool.shutdown()
+        #expect(registry.liveCount == 0)
+    }
+}
