@@ -25,8 +25,9 @@ extension PostgresConnection {
         }
     }
 
-    /// The pool's cleanup of a returned connection: cancels settled, the cancelled query drained, the
-    /// transaction rolled back. `false` when the connection must be discarded.
+    /// The connection's cleanup, run now: cancels settled, the cancelled query drained, the transaction rolled
+    /// back. The pool runs it on a returned connection, and a shared statement that opened a transaction block
+    /// runs it before its caller is told. `false` when the connection must be discarded.
     func resetForReuse() async -> Bool {
         do {
             try await begin()

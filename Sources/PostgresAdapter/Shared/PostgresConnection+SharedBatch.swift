@@ -94,12 +94,9 @@ extension PostgresConnection {
             // statements are told; a rollback that fails breaks the connection, which ends the block all the same.
             end()
             holding = false
-            do {
-                try await begin()
-                end()
-            } catch {
+            guard await resetForReuse() else {
                 for (position, result) in atTheEnd.outcomes { outcome(position, result) }
-                throw error
+                throw PostgresError(.connection, "the rollback of a shared statement's transaction block failed")
             }
         }
         for (position, result) in atTheEnd.outcomes { outcome(position, result) }
@@ -120,10 +117,7 @@ extension PostgresConnection {
         }
         guard blockOpen else { return result }
         // Rolled back before the caller is told (the connection's cleanup; a failed rollback breaks it).
-        do {
-            try await begin()
-            end()
-        } catch {}
+        _ = await resetForReuse()
         throw PostgresError(
             .sharedTransactionBlock,
             "this statement opened a transaction block, which a shared statement may not; the pool rolled it back "

@@ -171,7 +171,7 @@ extension PostgresPool {
         }
         Self.leasesHeld.add(1, ordering: .relaxed)
         connection.state.withLock { state in
-            state.sharedResendGate = { [shared] in shared.withLock { $0.resendApproved(driver) } }
+            state.sharedResendGate = { [shared] in shared.withLock { $0.cancelStillWanted(driver) } }
         }
         defer {
             connection.state.withLock { $0.sharedResendGate = nil }
@@ -186,8 +186,8 @@ extension PostgresPool {
             case .stop(let replacement):
                 if let replacement { startDriver(replacement) }
                 return
-            case .send(let batch):
-                let (failure, handedToLibPQ) = await send(batch, on: connection, by: driver)
+            case .send:
+                let (failure, handedToLibPQ) = await send(on: connection, by: driver)
                 if failure != nil, !handedToLibPQ {
                     // Found broken before anything was queued: nothing of the batch was sent; others take it.
                     shared.withLock { $0.batchNotSent(driver) }
@@ -209,7 +209,7 @@ extension PostgresPool {
     /// Sends one batch (what of it is still wanted when it is written) and hands each outcome to its caller;
     /// returns the connection's failure, if any, and whether the batch reached libpq (else none of it was sent).
     private func send(
-        _ batch: [SharedMachine.Entry], on connection: PostgresConnection, by driver: SharedMachine.DriverID
+        on connection: PostgresConnection, by driver: SharedMachine.DriverID
     ) async -> (PostgresError?, handedToLibPQ: Bool) {
         var handedToLibPQ = false
         var written: [SharedMachine.Entry] = []

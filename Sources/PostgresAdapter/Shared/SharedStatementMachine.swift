@@ -41,8 +41,9 @@ struct SharedStatementMachine<Waiter, Wire> {
         var taken: [Entry] = []
         /// The batch on the wire, once sent.
         var wire: Wire?
-        /// The statements of the batch this pool sent a cancel for (each when it was the head).
-        var cancelTargets: Set<EntryID> = []
+        /// A cancel went to the server during the current batch: a `57014` of a statement whose caller is still
+        /// there may be that cancel's (sent for the head, it can land on a later statement).
+        var cancelSent = false
         /// The batch's statements in the order they were written, and how many have their outcome: the first
         /// without one (the *head*) is the one the server runs, or is about to.
         var order: [EntryID] = []
@@ -53,11 +54,6 @@ struct SharedStatementMachine<Waiter, Wire> {
 
         var head: EntryID? { answered < order.count ? order[answered] : nil }
         var headWantsCancel: Bool { head.map(cancelWanted.contains) ?? false }
-
-        /// Records a cancel this pool sends now for the batch's head.
-        mutating func cancellingHead() {
-            if let head { cancelTargets.insert(head) }
-        }
     }
 
     /// The most statements one driver sends at a time.
@@ -149,7 +145,7 @@ struct SharedStatementMachine<Waiter, Wire> {
         guard var record = drivers[driver] else { return false }
         record.wire = wire
         let cancelNow = record.headWantsCancel
-        if cancelNow { record.cancellingHead() }
+        if cancelNow { record.cancelSent = true }
         drivers[driver] = record
         return cancelNow
     }
@@ -168,32 +164,30 @@ struct SharedStatementMachine<Waiter, Wire> {
     /// Returns what to do with it, and the batch to cancel now when the next statement, now the head, is one
     /// whose caller left.
     ///
-    /// A `57014` is sent again only when a cancel of this pool can have caused it: the statement was not itself a
-    /// cancel's target, a cancel went out in this batch for an earlier statement (PostgreSQL cancels whatever runs
-    /// when the cancel lands, so one meant for a statement that just ended stops a later one), and the server does
-    /// not report it as a `statement_timeout`. Any other `57014` (a timeout, someone else's cancel with none of the
-    /// pool's out) goes to its caller as it is.
+    /// A `57014` is sent again only when a cancel of this pool can have caused it: a cancel went out in this batch
+    /// (always for the head, so for a statement before this one: a cancel's own target has no caller left), since
+    /// PostgreSQL cancels whatever runs when the cancel lands; and the server does not report it as a
+    /// `statement_timeout`. Any other `57014` (a timeout, someone else's cancel with none of the pool's out) goes to
+    /// its caller as it is.
     mutating func finished(
         _ driver: DriverID, _ id: EntryID, _ outcome: Result<PostgresResult, PostgresError>
     ) -> (action: FinishAction, cancel: Wire?) {
         var cancel: Wire?
-        var strayStoppedIt = false
+        var stoppedByOurCancel = false
         if var record = drivers[driver] {
             record.answered += 1
             record.cancelWanted.remove(id)
-            if case .failure(let error) = outcome, error.isQueryCanceled, !error.isStatementTimeout,
-                !record.cancelTargets.contains(id), !record.cancelTargets.isEmpty
-            {
-                strayStoppedIt = true
-            }
+            stoppedByOurCancel = record.cancelSent
             if record.headWantsCancel, let wire = record.wire {
-                record.cancellingHead()
+                record.cancelSent = true
                 cancel = wire
             }
             drivers[driver] = record
         }
         guard let sentRecord = sent.removeValue(forKey: id) else { return (.none, cancel) }
-        if strayStoppedIt, !closed, sentRecord.entry.resends < Self.maxResends {
+        if case .failure(let error) = outcome, error.isQueryCanceled, !error.isStatementTimeout, stoppedByOurCancel,
+            !closed, sentRecord.entry.resends < Self.maxResends
+        {
             var again = sentRecord.entry
             again.resends += 1
             pending.insert(again, at: 0)
@@ -204,11 +198,8 @@ struct SharedStatementMachine<Waiter, Wire> {
 
     /// Whether driver `driver`'s batch should get its cancel again (one that did not stop it: behind a balancer
     /// it may have reached another server): only while its head is a statement whose caller left.
-    mutating func resendApproved(_ driver: DriverID) -> Bool {
-        guard var record = drivers[driver], record.headWantsCancel else { return false }
-        record.cancellingHead()
-        drivers[driver] = record
-        return true
+    func cancelStillWanted(_ driver: DriverID) -> Bool {
+        drivers[driver]?.headWantsCancel ?? false
     }
 
     /// Driver `driver`'s batch ended: returns the waiters of its statements still unanswered (the connection
@@ -286,7 +277,7 @@ struct SharedStatementMachine<Waiter, Wire> {
             driver.cancelWanted.insert(id)
             defer { drivers[record.driver] = driver }
             guard driver.head == id, let wire = driver.wire else { return .resumeOnly(record.entry.waiter) }
-            driver.cancellingHead()
+            driver.cancelSent = true
             return .resumeAndCancel(record.entry.waiter, wire)
         }
         if !submitted { cancelledBeforeSubmitting[id] = reason }

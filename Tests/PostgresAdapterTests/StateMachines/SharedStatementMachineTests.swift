@@ -123,14 +123,14 @@ import Testing
             Issue.record("expected the waiter and the batch to cancel")
             return
         }
-        let resendWhileHead = machine.resendApproved(1)
+        let resendWhileHead = machine.cancelStillWanted(1)
         #expect(resendWhileHead, "a resend is wanted while the cancelled statement is the head")
         let finish = machine.finished(1, 1, .failure(Self.canceled))
         guard case .none = finish.action, finish.cancel == nil else {
             Issue.record("the cancelled statement's outcome must go nowhere")
             return
         }
-        let resendAfter = machine.resendApproved(1)
+        let resendAfter = machine.cancelStillWanted(1)
         #expect(!resendAfter, "no resend once the cancelled statement answered")
     }
 
@@ -142,7 +142,7 @@ import Testing
             Issue.record("expected the waiter back and no cancel yet")
             return
         }
-        let resendForALaterOne = machine.resendApproved(1)
+        let resendForALaterOne = machine.cancelStillWanted(1)
         #expect(!resendForALaterOne)
         let finish = machine.finished(1, 1, .success(Self.answer))
         guard case .resume("a", .success) = finish.action else {
