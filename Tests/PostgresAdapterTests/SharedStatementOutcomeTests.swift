@@ -15,68 +15,89 @@ import Testing
         try await observer.query("SELECT count(*)::int FROM \(table)")[0].decode(Int.self, at: 0)
     }
 
+    /// Where the pool connects: the test cluster, or PgBouncer in transaction mode in front of it.
+    enum Route: String, CaseIterable, CustomStringConvertible {
+        case direct, pgbouncer
+        var description: String { rawValue }
+
+        func with<T>(_ conninfo: String, _ body: (String) async throws -> T) async throws -> T {
+            switch self {
+            case .direct: try await body(conninfo)
+            case .pgbouncer: try await PgBouncerProcess.inFront(of: conninfo, body)
+            }
+        }
+    }
+
     /// Spellings that open a transaction block without looking like `BEGIN` to the keyword check: the server's
     /// tag decides. The opener and every insert after it in its batch fail; no insert reported as done is missing
-    /// from the table; the connection is idle and reusable afterwards.
-    @Test(arguments: [";BEGIN", ";;START TRANSACTION", "; begin isolation level serializable"])
-    func aBlockOpenedUnderAnotherSpellingLosesNoAcknowledgedRow(opener: String) async throws {
+    /// from the table; the connection is idle and reusable afterwards. Directly and behind PgBouncer in
+    /// transaction mode (which keeps the server connection for the block).
+    @Test(arguments: [";BEGIN", ";;START TRANSACTION", "; begin isolation level serializable"], Route.allCases)
+    func aBlockOpenedUnderAnotherSpellingLosesNoAcknowledgedRow(opener: String, route: Route) async throws {
         #expect(throws: Never.self, "the keyword check must let it through") { try SharedStatementRules.check(opener) }
         let registry = ResourceRegistry()
         let table = "rk_block_\(UInt32.random(in: 0...UInt32.max))"
-        try await withResourceScope("observer", registry: registry) { scope in
-            let conninfo = try await TestDatabase.conninfo()
-            let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            try await observer.execute("CREATE TABLE \(table) (n int)")
-            defer { Task { try? await observer.execute("DROP TABLE IF EXISTS \(table)") } }
-            let pool = try PostgresPool(
-                conninfo: conninfo, maxConnections: 1, registry: registry, cancelFastPath: false)
-            let held = try await HeldConnection.hold(theOnlyConnectionOf: pool)
-            let first = Task { try await pool.execute(opener) }
-            try await until("the opener queued", pool.occupancyUpdates()) { $0.queuedStatements == 1 }
-            let inserts = (1...6).map { n in Task { try await pool.execute("INSERT INTO \(table) VALUES ($1)", [n]) } }
-            try await until("all queued", pool.occupancyUpdates()) { $0.queuedStatements == 7 }
-            try await held.letGo()
-            await #expect { try await first.value } throws: {
-                ($0 as? PostgresError)?.code == .sharedTransactionBlock
-            }
-            var acknowledged = 0
-            for insert in inserts {
-                switch await insert.result {
-                case .success: acknowledged += 1
-                case .failure(let error):
-                    #expect((error as? PostgresError)?.code == .sharedTransactionBlock, "\(error)")
+        let conninfo = try await TestDatabase.conninfo()
+        try await route.with(conninfo) { poolConninfo in
+            try await withResourceScope("observer", registry: registry) { scope in
+                let observer = try await PostgresConnection.connect(conninfo, in: scope)
+                try await observer.execute("CREATE TABLE \(table) (n int)")
+                defer { Task { try? await observer.execute("DROP TABLE IF EXISTS \(table)") } }
+                let pool = try PostgresPool(
+                    conninfo: poolConninfo, maxConnections: 1, registry: registry, cancelFastPath: false)
+                let held = try await HeldConnection.hold(theOnlyConnectionOf: pool)
+                let first = Task { try await pool.execute(opener) }
+                try await until("the opener queued", pool.occupancyUpdates()) { $0.queuedStatements == 1 }
+                let inserts = (1...6).map { n in
+                    Task { try await pool.execute("INSERT INTO \(table) VALUES ($1)", [n]) }
                 }
+                try await until("all queued", pool.occupancyUpdates()) { $0.queuedStatements == 7 }
+                try await held.letGo()
+                await #expect { try await first.value } throws: {
+                    ($0 as? PostgresError)?.code == .sharedTransactionBlock
+                }
+                var acknowledged = 0
+                for insert in inserts {
+                    switch await insert.result {
+                    case .success: acknowledged += 1
+                    case .failure(let error):
+                        #expect((error as? PostgresError)?.code == .sharedTransactionBlock, "\(error)")
+                    }
+                }
+                #expect(try await Self.count(table, observer) == acknowledged, "an acknowledged row is missing")
+                // The connection was rolled back before anyone else used it: the next statement commits on its own.
+                try await pool.execute("INSERT INTO \(table) VALUES (7)")
+                #expect(try await Self.count(table, observer) == acknowledged + 1)
+                await pool.shutdown()
+                try await observer.execute("DROP TABLE \(table)")
             }
-            #expect(try await Self.count(table, observer) == acknowledged, "an acknowledged row is missing")
-            // The connection was rolled back before anyone else used it: the next statement commits on its own.
-            try await pool.execute("INSERT INTO \(table) VALUES (7)")
-            #expect(try await Self.count(table, observer) == acknowledged + 1)
-            await pool.shutdown()
-            try await observer.execute("DROP TABLE \(table)")
         }
         #expect(registry.liveCount == 0)
     }
 
     /// Alone on a connection (the pool's fast path, and `sharing: .alone`), the server's status after the
-    /// statement decides the same way.
-    @Test func aBlockOpenedByAStatementAloneIsRolledBackAndReported() async throws {
+    /// statement decides the same way; directly and behind PgBouncer in transaction mode.
+    @Test(arguments: Route.allCases)
+    func aBlockOpenedByAStatementAloneIsRolledBackAndReported(route: Route) async throws {
         let registry = ResourceRegistry()
         let table = "rk_block_alone_\(UInt32.random(in: 0...UInt32.max))"
-        try await withResourceScope("observer", registry: registry) { scope in
-            let conninfo = try await TestDatabase.conninfo()
-            let observer = try await PostgresConnection.connect(conninfo, in: scope)
-            try await observer.execute("CREATE TABLE \(table) (n int)")
-            let pool = try PostgresPool(
-                conninfo: conninfo, maxConnections: 1, registry: registry, cancelFastPath: false)
-            for sharing in [PostgresPool.Sharing.pipelined, .alone] {
-                await #expect("\(sharing)") { try await pool.execute(";BEGIN", sharing: sharing) } throws: {
-                    ($0 as? PostgresError)?.code == .sharedTransactionBlock
+        let conninfo = try await TestDatabase.conninfo()
+        try await route.with(conninfo) { poolConninfo in
+            try await withResourceScope("observer", registry: registry) { scope in
+                let observer = try await PostgresConnection.connect(conninfo, in: scope)
+                try await observer.execute("CREATE TABLE \(table) (n int)")
+                let pool = try PostgresPool(
+                    conninfo: poolConninfo, maxConnections: 1, registry: registry, cancelFastPath: false)
+                for sharing in [PostgresPool.Sharing.pipelined, .alone] {
+                    await #expect("\(sharing)") { try await pool.execute(";BEGIN", sharing: sharing) } throws: {
+                        ($0 as? PostgresError)?.code == .sharedTransactionBlock
+                    }
+                    try await pool.execute("INSERT INTO \(table) VALUES (1)", sharing: sharing)
                 }
-                try await pool.execute("INSERT INTO \(table) VALUES (1)", sharing: sharing)
+                #expect(try await Self.count(table, observer) == 2, "each insert after the refused block committed")
+                await pool.shutdown()
+                try await observer.execute("DROP TABLE \(table)")
             }
-            #expect(try await Self.count(table, observer) == 2, "each insert after the refused block committed")
-            await pool.shutdown()
-            try await observer.execute("DROP TABLE \(table)")
         }
         #expect(registry.liveCount == 0)
     }

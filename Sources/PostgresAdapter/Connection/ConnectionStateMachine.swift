@@ -28,6 +28,9 @@ struct ConnectionStateMachine: Sendable, Equatable {
         var onWire: OnWire = .idle
         /// A transaction was interrupted: roll back before the next operation.
         var owesRollback = false
+        /// The pool's session reset is owed (it could not be written behind the work, or ran inside a block
+        /// that was rolled back): run it, after the rollback, before the next operation.
+        var owesSessionReset = false
     }
 
     /// What is on the wire of a usable connection.
@@ -65,12 +68,36 @@ struct ConnectionStateMachine: Sendable, Equatable {
         /// A statement carrying its deadline to the server: a pipeline of prelude, statement and epilogue, and
         /// where its reading is (Docs/Architecture.md, "The Postgres adapter").
         case carried(CarriedDeadline)
+        /// The pool's session reset on a round trip of its own (a cleanup's, when the next operation could not
+        /// carry it; Docs/Architecture.md, "Clean sessions"): results until ReadyForQuery, the rest of its bytes
+        /// flushed first; an error breaks the connection (its session is then in no known state).
+        case sessionReset
+        /// The pool's session reset carried in front of a statement, in one pipeline (reset, sync, the work,
+        /// sync): the reset's results are taken by the connection up to its sync, then the work is read as
+        /// `then` says. A reset statement that fails leaves the reset owed again.
+        case resetPrefix(then: PrefixedWork)
+        /// One statement inside a pipeline of its own (after a carried reset): its results, a NULL, the sync.
+        case pipelinedStatement
 
         /// Results of several statements separated by NULLs, up to a sync.
         var isPipeline: Bool {
             switch self {
-            case .pipeline, .carried: true
-            case .simple, .copyOut, .copyIn, .copyInEnded: false
+            case .pipeline, .carried, .resetPrefix, .pipelinedStatement: true
+            case .simple, .copyOut, .copyIn, .copyInEnded, .sessionReset: false
+            }
+        }
+    }
+
+    /// What follows a carried session reset in its pipeline.
+    enum PrefixedWork: Sendable, Equatable {
+        case statement
+        case carried(CarriedDeadline)
+
+        /// How the work is read once the reset's sync arrived.
+        var mode: WireMode {
+            switch self {
+            case .statement: .pipelinedStatement
+            case .carried(let carried): .carried(carried)
             }
         }
     }
@@ -106,6 +133,9 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// with it. Cleared when the next query is sent.
     private(set) var lastCarried: CarriedDeadline?
     private var lastQuery: QueryID = 0
+    /// Nothing ran on the session since it was opened or since the pool's session reset was sent on its own: a
+    /// pool need not reset it again (Docs/Architecture.md, "Clean sessions").
+    private(set) var sessionFresh = true
 
     /// The flat view of the wire.
     var wire: Wire {
@@ -148,8 +178,16 @@ struct ConnectionStateMachine: Sendable, Equatable {
 
     /// `true` when the next operation has cleanup to do first.
     var needsCleanup: Bool {
-        if case .abandoned = wire { return true }
-        return cancelsInFlight > 0 || needsRollback
+        guard case .usable(let usable) = usability else { return cancelsInFlight > 0 }
+        if case .abandoned = usable.onWire { return true }
+        return cancelsInFlight > 0 || usable.owesRollback || usable.owesSessionReset
+    }
+
+    /// The pool's session reset is owed and is the only debt: an operation that carries it in front of its
+    /// statement (``begin(carryingReset:)``) has nothing to clean up first.
+    var onlySessionResetOwed: Bool {
+        guard case .usable(let usable) = usability, usable.onWire == .idle else { return false }
+        return usable.owesSessionReset && cancelsInFlight == 0 && !usable.owesRollback
     }
 
     /// The query on the wire, executing or abandoned.
@@ -180,12 +218,23 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case refuseBusy
     }
 
-    /// An operation wants the connection.
-    mutating func begin() -> BeginAction {
+    /// An operation wants the connection. `carryingReset`: the operation can carry an owed session reset in front
+    /// of its statement (``takeSessionReset()``), so a reset that is the only debt is no cleanup for it.
+    mutating func begin(carryingReset: Bool = false) -> BeginAction {
         if isUnusable { return .refuseUnusable }
         if leased { return .refuseBusy }
         leased = true
+        if carryingReset, onlySessionResetOwed { return .ready }
         return needsCleanup ? .cleanUpFirst : .ready
+    }
+
+    /// The owed session reset, taken by the operation that writes it in front of its statement (in the step that
+    /// hands both to libpq); `false` when none is owed.
+    mutating func takeSessionReset() -> Bool {
+        guard case .usable(var usable) = usability, usable.owesSessionReset else { return false }
+        usable.owesSessionReset = false
+        usability = .usable(usable)
+        return true
     }
 
     /// The operation that held the connection is over (its results read, or it left them to drain).
@@ -200,13 +249,15 @@ struct ConnectionStateMachine: Sendable, Equatable {
         case drain(QueryID)
         /// Send `ROLLBACK` (the debt is cleared: a failed rollback breaks the connection).
         case rollback
+        /// Send the pool's session reset and read it (the debt is cleared: a failed reset breaks the connection).
+        case resetSession
         case done
         /// The connection became unusable.
         case unusable
     }
 
     /// What the cleanup before the next query does next. The order is asyncpg's guard: the cancel's EOF, then
-    /// ReadyForQuery, then the transaction.
+    /// ReadyForQuery, then the transaction, then the session.
     mutating func nextCleanupStep() -> CleanupStep {
         guard case .usable(var usable) = usability else { return .unusable }
         if cancelsInFlight > 0 { return .waitForCancels }
@@ -215,6 +266,11 @@ struct ConnectionStateMachine: Sendable, Equatable {
             usable.owesRollback = false
             usability = .usable(usable)
             return .rollback
+        }
+        if usable.owesSessionReset {
+            usable.owesSessionReset = false
+            usability = .usable(usable)
+            return .resetSession
         }
         return .done
     }
@@ -227,7 +283,27 @@ struct ConnectionStateMachine: Sendable, Equatable {
         ifUsable { $0.onWire = .executing(id, mode) }
         cancels = nil
         lastCarried = nil
+        sessionFresh = false
         return id
+    }
+
+    /// The pool's session reset was handed to libpq on a round trip of its own, by the cleanup that owed it
+    /// (``CleanupStep/resetSession``): on the wire as an abandoned query, which the cleanup's next step drains
+    /// (and, if the cleanup is interrupted, the next operation's). Nothing else may be on the wire or owed.
+    mutating func sessionResetSent() -> QueryID {
+        precondition(leased && wire == .idle && !needsCleanup, "a session reset on a busy connection")
+        lastQuery += 1
+        let id = lastQuery
+        ifUsable { $0.onWire = .abandoned(id, .sessionReset) }
+        cancels = nil
+        lastCarried = nil
+        sessionFresh = true
+        return id
+    }
+
+    /// The session is as a fresh connection's: the connection's own setup just ended.
+    mutating func markSessionFresh() {
+        sessionFresh = true
     }
 
     /// The query on the wire moved to another sub-protocol (a COPY began or ended, a pipeline was entered, a
@@ -266,6 +342,11 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// An interrupted transaction must be rolled back before the next operation.
     mutating func requireRollback() {
         ifUsable { $0.owesRollback = true }
+    }
+
+    /// The pool's session reset must run (after any rollback) before the next operation.
+    mutating func requireSessionReset() {
+        ifUsable { $0.owesSessionReset = true }
     }
 
     // MARK: cancellation
@@ -342,7 +423,8 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// The owner closes the connection, at `now`.
     mutating func close(now: ContinuousClock.Instant) -> CloseAction {
         if case .closed = usability { return .alreadyClosed }
-        let onWire = queryOnWire
+        // The pool's session reset needs no cancel: closing the session is the end of whatever it changed.
+        let onWire = mode == .sessionReset ? nil : queryOnWire
         let pendingCancel = cancelsInFlight > 0
         usability = .closed
         if let onWire, cancels?.query != onWire {

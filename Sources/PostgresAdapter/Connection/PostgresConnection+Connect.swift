@@ -60,6 +60,7 @@ extension PostgresConnection {
             try await connection.open(plan, handle: handle, password: info.password)
             try await connection.verifyBackend()
             try await connection.watchForVanishingWithoutCancelKey()
+            connection.state.withLock { $0.machine.markSessionFresh() }  // its own setup is what a reset keeps
         } catch {
             await handle.close()
             throw error
@@ -170,6 +171,7 @@ extension PostgresConnection {
         guard state.withLock({ $0.keyPID == 0 }) else { return }
         do {
             try await execute("SET client_connection_check_interval = 250")
+            state.withLock { $0.sessionRestore = ["SET client_connection_check_interval = 250"] }
         } catch let error as PostgresError where error.code == .server {
             handle?.report("postgres.connection.noVanishCheck")
         }
@@ -190,6 +192,8 @@ extension PostgresConnection {
                 identity = try PostgresBackendIdentity.verified(keyPID: keyPID, row: row)
                 if interval > 0, try row.decode(Bool?.self, at: 4) != true {
                     handle?.report("postgres.connection.noVanishCheck")
+                } else if interval > 0 {
+                    state.withLock { $0.sessionRestore = ["SET client_connection_check_interval = \(interval)"] }
                 }
             }
         } catch let error as PostgresError where error.code == .server || error.code == .decoding {

@@ -4,7 +4,7 @@ import ResourceKitIO
 
 /// Draining a query whose caller left, whatever sub-protocol it was in: plain results, COPY OUT data, a
 /// COPY IN the client still owes (ended with CopyFail, so the server aborts it and nothing is committed), or
-/// a pipeline up to its sync.
+/// a pipeline up to its sync, the pool's session reset (whose error breaks the connection).
 extension PostgresConnection {
     private enum DrainStep {
         case done
@@ -63,7 +63,13 @@ extension PostgresConnection {
                 if retry == 0 { return .wait(state.socket, .readable) }
                 if retry == -1 { state.machine.enter(.simple) }
                 if retry == -2 { throw lost() }
-            case .simple, .pipeline, .carried:
+            case .simple, .pipeline, .carried, .sessionReset, .resetPrefix, .pipelinedStatement:
+                if state.machine.mode == .sessionReset {
+                    // Handed to libpq by the cleanup: whatever of it the socket has not taken yet goes out now.
+                    let flushed = PQflush(conn)
+                    if flushed == 1 { return .wait(state.socket, .writable) }
+                    if flushed < 0 { throw lost() }
+                }
                 if PQisBusy(conn) == 1 {
                     if PQconsumeInput(conn) == 0 { throw lost() }
                     if PQisBusy(conn) == 1 { return .wait(state.socket, .readable) }
@@ -74,6 +80,25 @@ extension PostgresConnection {
                     return .done
                 }
                 let status = PQresultStatus(result)
+                if case .resetPrefix(let then) = state.machine.mode {
+                    // A carried reset's results: its sync hands over to the work behind it, a failure owes it again.
+                    PQclear(result)
+                    if status == PGRES_PIPELINE_SYNC {
+                        state.machine.enter(then.mode)
+                    } else if status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK {
+                        state.machine.requireSessionReset()
+                    }
+                    continue
+                }
+                if status == PGRES_FATAL_ERROR, state.machine.mode == .sessionReset {
+                    let failure = PostgresError.server(result)
+                    PQclear(result)
+                    state.machine.lost()
+                    throw PostgresError(
+                        .connection,
+                        "the pool's session reset failed (\(failure.sqlState ?? "?"): \(failure.message)); "
+                            + "the connection was discarded")
+                }
                 PQclear(result)
                 switch status {
                 case PGRES_COPY_OUT: state.machine.enter(.copyOut)

@@ -12,9 +12,11 @@ extension PostgresConnection {
     typealias QueryID = ConnectionStateMachine.QueryID
 
     /// Takes the connection for one operation and runs the cleanup its predecessor left (bounded by
-    /// ``cancelTimeout``; past it the connection is broken). Pair with ``end()``.
-    func begin() async throws {
-        let action = state.withLock { $0.machine.begin() }
+    /// ``cancelTimeout``; past it the connection is broken). Pair with ``end()``. `carryingReset`: the operation
+    /// writes an owed session reset in front of its statement (``send(_:_:singleRow:carryingReset:)``), so that
+    /// debt alone needs no cleanup of its own.
+    func begin(carryingReset: Bool = false) async throws {
+        let action = state.withLock { $0.machine.begin(carryingReset: carryingReset) }
         switch action {
         case .refuseUnusable:
             throw PostgresError(.connection, "the connection is closed or broken")
@@ -50,7 +52,7 @@ extension PostgresConnection {
     }
 
     /// Waits for cancels in flight, drains an abandoned query to ReadyForQuery, rolls back an interrupted
-    /// transaction, in the state machine's order. The caller holds the connection.
+    /// transaction, resets the session when the pool owes that, in the state machine's order. The caller holds the connection.
     private func cleanUp() async throws {
         let deadline = ContinuousClock.now + cancelTimeout
         do {
@@ -78,6 +80,14 @@ extension PostgresConnection {
                         markBroken()
                         throw error
                     }
+                case .resetSession:
+                    // On the wire as an abandoned query: the next step drains it, and its error breaks the
+                    // connection (``WireMode/sessionReset``).
+                    try state.withLock { state in
+                        guard Self.sendSessionReset(&state) else {
+                            throw PostgresError(.connection, "the connection is closed or broken")
+                        }
+                    }
                 }
             }
         } catch is DeadlineExceededError {
@@ -89,17 +99,25 @@ extension PostgresConnection {
 
     /// Sends one parameterised statement and returns its query id. Under a deadline (and unless the session says
     /// otherwise) the statement carries it to the server as its `statement_timeout` (a stream's single-row
-    /// statement does not).
-    func send(_ sql: String, _ binds: [PostgresBind], singleRow: Bool) throws -> QueryID {
+    /// statement does not). `carryingReset`: a session reset the connection owes goes in front of it, in the same
+    /// pipeline and the same write (``ConnectionStateMachine/WireMode/resetPrefix(then:)``).
+    func send(_ sql: String, _ binds: [PostgresBind], singleRow: Bool, carryingReset: Bool = false) throws -> QueryID {
         try PostgresWireText.check(sql, binds)
-        let carry = singleRow ? nil : deadlineToCarry()
+        let carry = try singleRow ? nil : deadlineToCarry().map { ($0, try Self.carriedMilliseconds($0)) }
         return try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
-            if let carry {
-                try Self.sendCarried(conn, sql, binds, deadline: carry, &state)
-                return state.machine.sent(mode: .carried(.init(deadline: carry)))
+            let prefixed = carryingReset && !singleRow && state.machine.takeSessionReset()
+            if prefixed { try Self.queueSessionReset(conn, &state) }
+            if let (deadline, milliseconds) = carry {
+                try Self.sendCarried(conn, sql, binds, milliseconds: milliseconds, &state)
+                let carried = ConnectionStateMachine.CarriedDeadline(deadline: deadline)
+                return state.machine.sent(mode: prefixed ? .resetPrefix(then: .carried(carried)) : .carried(carried))
+            }
+            if prefixed {
+                try Self.queueInPipeline(conn, sql, binds, &state)
+                return state.machine.sent(mode: .resetPrefix(then: .statement))
             }
             // `withCString`, not the implicit conversion: that copies a short (small-string) statement into a
             // new array on every call, `withCString` onto the stack.
@@ -156,8 +174,10 @@ extension PostgresConnection {
     /// Sends `sql`, reads every result until ReadyForQuery and returns the last one (`nil` for none): what
     /// ``execute(_:_:)`` answers, with no array of results built per query. A cancel goes out from inside
     /// `withTaskCancellationHandler`; the caller leaves at once and the results are drained later.
-    func sendAndCollect(_ sql: String, _ binds: [PostgresBind]) async throws -> PostgresResult? {
-        let id = try send(sql, binds, singleRow: false)
+    func sendAndCollect(
+        _ sql: String, _ binds: [PostgresBind], carryingReset: Bool = false
+    ) async throws -> PostgresResult? {
+        let id = try send(sql, binds, singleRow: false, carryingReset: carryingReset)
         var last: PostgresResult?
         var failure: PostgresError?
         try await collectWithoutOperation(id) { cancelQuery in
@@ -258,8 +278,10 @@ extension PostgresConnection {
 
     enum PumpStep {
         case finished(ResultsEnd)
-        /// Nothing complete is buffered: wait until this socket is readable.
-        case wait(Int32)
+        /// Nothing complete is buffered: wait until this socket is readable. `afterReset`: what was read was a
+        /// carried session reset's answer (the server sends it before the statement's), so the wait for the
+        /// statement's is a first wait again (``waitForAnswer(_:lookedAgain:bindToCaller:deadline:afterCancel:)``).
+        case wait(Int32, afterReset: Bool)
     }
 
     /// One look without waiting: hands every complete result of query `id` to `consume` until ReadyForQuery,
@@ -273,10 +295,18 @@ extension PostgresConnection {
                 let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
                 throw PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
             }
+            var inReset = false
+            if case .resetPrefix = state.machine.mode { inReset = true }
             while PQisBusy(conn) == 0 {
                 let next = PQgetResult(conn)
-                if case .carried = state.machine.mode {
-                    switch try Self.takeCarried(next, conn, &state) {
+                let taken: CarriedStep?
+                switch state.machine.mode {
+                case .carried: taken = try Self.takeCarried(next, conn, &state)
+                case .resetPrefix, .pipelinedStatement: taken = try Self.takePipelined(next, conn, &state)
+                default: taken = nil
+                }
+                if let taken {
+                    switch taken {
                     case .taken:
                         if let next { PQclear(next) }
                         continue
@@ -293,7 +323,8 @@ extension PostgresConnection {
                 defer { PQclear(result) }
                 if consume(result) { return .finished(.paused) }
             }
-            return .wait(state.socket)
+            if inReset, case .resetPrefix = state.machine.mode { return .wait(state.socket, afterReset: false) }
+            return .wait(state.socket, afterReset: inReset)
         }
         notices.deliver(reportingTo: handle)
         return step
@@ -321,7 +352,8 @@ extension PostgresConnection {
             switch try pump(id, consume: consume) {
             case .finished(let end):
                 return end
-            case .wait(let socket):
+            case .wait(let socket, let afterReset):
+                if afterReset { spunOnce = false }  // the statement's own answer: a first wait
                 try await waitForAnswer(
                     socket, lookedAgain: &spunOnce, bindToCaller: bindToCaller, deadline: deadline,
                     afterCancel: afterCancel)

@@ -48,10 +48,10 @@ extension PostgresConnection {
     func run(_ sql: String, _ binds: [PostgresBind]) async throws -> PostgresResult? {
         try Task.checkCancellation()
         try handle?.checkCancellation()
-        try await begin()
+        try await begin(carryingReset: true)
         defer { end() }
         try Task.checkCancellation()
         try handle?.checkCancellation()
-        return try await sendAndCollect(sql, binds)
+        return try await sendAndCollect(sql, binds, carryingReset: true)
     }
 }

@@ -9,8 +9,10 @@ import Glibc
 /// itself: the connection answers from its own state machine (Docs/Architecture.md, "The Postgres adapter").
 extension PostgresConnection {
     /// How a lessee returns the connection: an open or failed transaction is rolled back before the next use;
-    /// an unknown transaction state breaks it.
-    func returnedState() -> PooledConnectionState {
+    /// an unknown transaction state breaks it. `resettingSession`: a session its lessee used owes the pool's
+    /// session reset, which the next operation carries in front of its statement (Docs/Architecture.md, "Clean
+    /// sessions"); a connection whose only debt is that reset is handed out as clean.
+    func returnedState(resettingSession: Bool) -> PooledConnectionState {
         state.withLock { state in
             if let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.leased {
                 switch PQtransactionStatus(conn) {
@@ -21,7 +23,9 @@ extension PostgresConnection {
             }
             if state.machine.isUnusable || state.conn == nil { return .broken }
             if state.machine.leased { return .broken }  // a stream still holds it: its state is unknown here
-            return state.machine.needsCleanup ? .needsReset : .clean
+            if resettingSession, !state.machine.sessionFresh { state.machine.requireSessionReset() }
+            if !state.machine.needsCleanup || state.machine.onlySessionResetOwed { return .clean }
+            return .needsReset  // cleaned in the background, the session last (``ConnectionStateMachine``)
         }
     }
 
@@ -39,11 +43,13 @@ extension PostgresConnection {
     }
 
     /// A zero-timeout look at an idle connection: reads whatever the server sent while nobody asked (a
-    /// termination message, end of stream) and says whether the connection is still alive and idle. Never
-    /// waits.
+    /// termination message, end of stream) and says whether the connection is still alive and idle (a session
+    /// reset it owes is no obstacle: the next operation carries it). Never waits.
     func isAliveWhileIdle() -> Bool {
         let alive = state.withLock { state -> Bool in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.needsCleanup else {
+            guard let conn = state.conn?.raw, !state.machine.isUnusable,
+                !state.machine.needsCleanup || state.machine.onlySessionResetOwed
+            else {
                 return false
             }
             // Read until nothing more is waiting: a termination message comes first, end of stream after it.

@@ -50,6 +50,9 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         /// its batch is still wanted (the batch's head is a statement whose caller left); else no resend, which
         /// would stop an innocent statement.
         var sharedResendGate: (@Sendable () -> Bool)?
+        /// The settings this connection asked its session for after it connected (``PostgresSessionOptions``),
+        /// as statements: the pool's session reset applies them again (``PostgresSessionReset``).
+        var sessionRestore: [String] = []
     }
 
     /// The sub-protocol of the query on the wire (the state machine holds it).
@@ -115,7 +118,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     public var isBroken: Bool { state.withLock { $0.machine.isUnusable || $0.conn == nil } }
 
     /// `true` when the next operation has cleanup to do first (a cancelled query to drain, a cancel in
-    /// flight, a rollback).
+    /// flight, a rollback, a pool's session reset that the next statement carries or a cleanup runs).
     public var needsReset: Bool { state.withLock { $0.machine.needsCleanup } }
 
     /// Which path this connection's cancels took (shared with its pool's connections, if pooled).

@@ -361,7 +361,7 @@ public final class PostgresPool: Sendable {
     }
 
     func release(_ connection: PostgresConnection) {
-        let returned = connection.returnedState()
+        let returned = connection.returnedState(resettingSession: session.resetsBetweenUsers)
         perform(withMachine { $0.release(connection, returned) })
     }
 

@@ -36,18 +36,22 @@ extension PostgresConnection {
         return handle?.operationDeadline
     }
 
-    /// Queues the carried statement's pipeline (under the lock, on a connection with nothing on the wire). Throws
-    /// ``DeadlineExceededError`` for a deadline already past (nothing is sent). A refused queue breaks the
-    /// connection: queued items cannot be taken back.
-    static func sendCarried(
-        _ conn: OpaquePointer, _ sql: String, _ binds: [PostgresBind], deadline: ContinuousClock.Instant,
-        _ state: inout State
-    ) throws {
+    /// The carried timeout for `deadline`, in whole milliseconds (at least 1). Throws ``DeadlineExceededError``
+    /// for a deadline already past: nothing is then sent.
+    static func carriedMilliseconds(_ deadline: ContinuousClock.Instant) throws -> Int64 {
         let remaining = deadline - .now
         guard remaining > .zero else { throw DeadlineExceededError(deadline: deadline) }
         let (seconds, attoseconds) = remaining.components
-        let milliseconds = max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
-        guard PQenterPipelineMode(conn) == 1 else {
+        return max(1, seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// Queues the carried statement's pipeline (under the lock, on a connection with nothing on the wire but,
+    /// perhaps, a session reset queued in front of it in the same pipeline). A refused queue breaks the
+    /// connection: queued items cannot be taken back.
+    static func sendCarried(
+        _ conn: OpaquePointer, _ sql: String, _ binds: [PostgresBind], milliseconds: Int64, _ state: inout State
+    ) throws {
+        guard PQpipelineStatus(conn) == PQ_PIPELINE_ON || PQenterPipelineMode(conn) == 1 else {
             throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
         }
         func queue(_ sql: String, _ binds: [PostgresBind]) -> Bool {
@@ -55,7 +59,7 @@ extension PostgresConnection {
                 PQsendQueryParams(conn, sql, Int32(binds.count), types, values, nil, nil, 0)
             } == 1
         }
-        guard queue(carryPrelude, [Int64(milliseconds).postgresBind]), queue(sql, binds), queue(carryEpilogue, []),
+        guard queue(carryPrelude, [milliseconds.postgresBind]), queue(sql, binds), queue(carryEpilogue, []),
             PQpipelineSync(conn) == 1
         else {
             let message = String(cString: PQerrorMessage(conn)).trimmingSpaces

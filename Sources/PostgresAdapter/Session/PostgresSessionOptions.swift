@@ -21,10 +21,29 @@ public struct PostgresSessionOptions: Sendable, Hashable {
     /// applies and stays a ``PostgresError``. Statements without a deadline send nothing extra. Default `true`.
     public var carriesDeadlineToServer: Bool
 
+    /// A ``PostgresPool`` resets each connection's session between users, so that the next lessee of
+    /// ``PostgresPool/withConnection(_:)`` and the next batch of shared statements see the session a fresh
+    /// connection has, whatever SQL ran before: settings (`SET`, `set_config`) back to the connection's start
+    /// (its conninfo's `options` are kept), no prepared statements, cursors, `LISTEN`s, temporary tables or
+    /// session advisory locks, the session's own user; this type's own settings are applied again. The reset is
+    /// `DISCARD ALL`, owed when a used connection goes back to the pool and carried in front of the next user's
+    /// first statement, in the same write (no round trip of its own); a stream, `COPY` or pipeline that comes
+    /// first has it run on a round trip before it. Default `true`.
+    ///
+    /// Statements of one batch of shared statements share a session all the same (Docs/Architecture.md, "Clean
+    /// sessions"). Turn it off when you manage your sessions yourself (a lessee that sets up the session it
+    /// expects every time), or when no user of the pool changes session state and the reset's cost matters (it is
+    /// work on the server and the client for every lease and every shared batch).
+    public var resetsBetweenUsers: Bool
+
     /// The options; the defaults suit a server that is reached directly or through a pooler.
-    public init(clientCheckInterval: Duration? = .seconds(1), carriesDeadlineToServer: Bool = true) {
+    public init(
+        clientCheckInterval: Duration? = .seconds(1), carriesDeadlineToServer: Bool = true,
+        resetsBetweenUsers: Bool = true
+    ) {
         self.clientCheckInterval = clientCheckInterval
         self.carriesDeadlineToServer = carriesDeadlineToServer
+        self.resetsBetweenUsers = resetsBetweenUsers
     }
 
     /// ``clientCheckInterval`` in whole milliseconds for the server (at least 1; 0 when off).

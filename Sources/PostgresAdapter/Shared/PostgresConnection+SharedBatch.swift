@@ -14,23 +14,28 @@ extension PostgresConnection {
     /// Runs for the pool's driver, not for a caller: no caller's cancellation reaches it (each statement's caller
     /// cancels its own statement through the pool); its waits end when the connection is closed. A batch that
     /// left a transaction block open is rolled back here, before the statements of the block are reported.
+    ///
+    /// `resetSession`: the batch carries a session reset the connection owes in front of its statements (same
+    /// pipeline, a sync of its own: Docs/Architecture.md, "Clean sessions"), and leaves one owed for whoever uses
+    /// the connection next; a carried reset that fails is owed again.
     /// - Throws: ``PostgresError/Code/connection`` when the connection fails, or the server reports a block open
     ///   that no statement's tag opened (the connection is then broken: closing it rolls that block back); the
     ///   statements not reported yet have no outcome.
     func runSharedBatch(
+        resetSession: Bool,
         claim: () -> [PostgresStatement],
         sent: (QueryID) -> Void,
         outcome: (Int, Result<PostgresResult, PostgresError>) -> Void
     ) async throws {
-        try await begin()
+        try await begin(carryingReset: resetSession)
         var holding = true
         defer { if holding { end() } }
-        guard let (id, count) = try sendSharedBatch(claim) else { return }
+        guard let (id, count, prefixed) = try sendSharedBatch(claim, carryingReset: resetSession) else { return }
         sent(id)
         try await flush(id)
         Self.answersAwaited.add(1, ordering: .relaxed)
         defer { Self.answersAwaited.subtract(1, ordering: .relaxed) }
-        var index = 0
+        var index = prefixed ? -1 : 0  // -1: the carried reset's segment
         var current: Result<PostgresResult, PostgresError>?
         var lookedAgain = true  // the driver parks at once: it never holds its thread for a look
         var arrived: [(Int, Result<PostgresResult, PostgresError>)] = []
@@ -47,6 +52,14 @@ extension PostgresConnection {
                     guard let result = PQgetResult(conn) else { continue }  // the end of a statement's results
                     defer { PQclear(result) }
                     switch PQresultStatus(result) {
+                    case _ where index < 0:
+                        // The carried reset's segment: its sync hands over to the statements; a failure owes it.
+                        let status = PQresultStatus(result)
+                        if status == PGRES_PIPELINE_SYNC {
+                            index = 0
+                        } else if status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK {
+                            state.machine.requireSessionReset()
+                        }
                     case PGRES_PIPELINE_SYNC:
                         arrived += ledger.ended(index, current ?? .failure(Self.noResult))
                         current = nil
@@ -65,6 +78,9 @@ extension PostgresConnection {
                                 if rollBack { state.machine.requireRollback() }
                                 atTheEnd = (rollBack, outcomes)
                             }
+                            // The next batch (or lessee) gets a fresh session: it carries the reset, or a cleanup
+                            // (after any rollback) runs it.
+                            if resetSession { state.machine.requireSessionReset() }
                             _ = state.machine.resultsEnded(id)
                             return nil
                         }
@@ -130,17 +146,22 @@ extension PostgresConnection {
         "the server reported a transaction block open after shared statements that opened none; "
             + "the connection was closed, which rolled it back")
 
-    /// Enters pipeline mode and queues every statement `claim` returns (under the lock), each followed by a sync;
-    /// returns the query id and the count, or `nil` when there is nothing to write. A refused statement breaks the
-    /// connection (queued items cannot be taken back); the statements were checked before they were queued.
-    private func sendSharedBatch(_ claim: () -> [PostgresStatement]) throws -> (QueryID, Int)? {
+    /// Enters pipeline mode and queues every statement `claim` returns (under the lock), each followed by a sync,
+    /// behind the owed session reset when `carryingReset`; returns the query id, the count and whether a reset was
+    /// carried, or `nil` when there is nothing to write. A refused statement breaks the connection (queued items
+    /// cannot be taken back); the statements were checked before they were queued.
+    private func sendSharedBatch(
+        _ claim: () -> [PostgresStatement], carryingReset: Bool
+    ) throws -> (QueryID, Int, Bool)? {
         try state.withLock { state in
             guard let conn = state.conn?.raw, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
             let statements = claim()
             if statements.isEmpty { return nil }
-            guard PQenterPipelineMode(conn) == 1 else {
+            let prefixed = carryingReset && state.machine.takeSessionReset()
+            if prefixed { try Self.queueSessionReset(conn, &state) }
+            guard PQpipelineStatus(conn) == PQ_PIPELINE_ON || PQenterPipelineMode(conn) == 1 else {
                 state.machine.lost()
                 throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
             }
@@ -156,7 +177,7 @@ extension PostgresConnection {
                     throw PostgresError(.connection, message)
                 }
             }
-            return (state.machine.sent(mode: .pipeline), statements.count)
+            return (state.machine.sent(mode: .pipeline), statements.count, prefixed)
         }
     }
 }

@@ -215,6 +215,7 @@ extension PostgresPool {
         var written: [SharedMachine.Entry] = []
         do {
             try await connection.runSharedBatch(
+                resetSession: session.resetsBetweenUsers,
                 claim: {
                     // Under the connection's lock, in the step that hands the statements to libpq: a statement
                     // cancelled before this step is never written.

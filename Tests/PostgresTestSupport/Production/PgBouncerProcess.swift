@@ -17,8 +17,8 @@ public final class PgBouncerProcess: Sendable {
     /// A conninfo for the superuser through PgBouncer.
     public var conninfo: String { "host=127.0.0.1 port=\(port) user=postgres dbname=postgres connect_timeout=10" }
 
-    /// Starts PgBouncer for the server at 127.0.0.1:`serverPort`.
-    public static func start(serverPort: Int, password: String?) async throws -> PgBouncerProcess {
+    /// Starts PgBouncer for the server at 127.0.0.1:`serverPort`, with at most `poolSize` server connections.
+    public static func start(serverPort: Int, password: String?, poolSize: Int = 20) async throws -> PgBouncerProcess {
         guard FileManager.default.isExecutableFile(atPath: "/usr/sbin/pgbouncer") else {
             throw BackgroundProcess.Failure(
                 description: "pgbouncer is not installed (apt-get install pgbouncer; Scripts/test does it)")
@@ -37,7 +37,7 @@ public final class PgBouncerProcess: Sendable {
             auth_file = \(directory)/users.txt
             pool_mode = transaction
             max_client_conn = 500
-            default_pool_size = 20
+            default_pool_size = \(poolSize)
             ignore_startup_parameters = extra_float_digits
             logfile = \(directory)/pgbouncer.log
             pidfile = \(directory)/pgbouncer.pid
@@ -64,6 +64,25 @@ public final class PgBouncerProcess: Sendable {
     /// Stops PgBouncer and removes its directory.
     public func stop() async {
         await service.stop()
+    }
+
+    /// Runs `body` with a conninfo through a PgBouncer started in front of the server `conninfo` names (a
+    /// key=value string over TCP, trust authentication), stopped afterwards however `body` ends.
+    public static func inFront<T>(
+        of conninfo: String, poolSize: Int = 20, _ body: (String) async throws -> T
+    ) async throws -> T {
+        guard let port = conninfo.firstMatch(of: /port=(\d+)/).flatMap({ Int($0.1) }) else {
+            throw BackgroundProcess.Failure(description: "not a TCP conninfo: \(conninfo)")
+        }
+        let bouncer = try await start(serverPort: port, password: nil, poolSize: poolSize)
+        do {
+            let value = try await body(bouncer.conninfo)
+            await bouncer.stop()
+            return value
+        } catch {
+            await bouncer.stop()
+            throw error
+        }
     }
 }
 

@@ -1,0 +1,108 @@
+import CLibPQ
+
+/// What a pooled connection's session is reset to between users (Docs/Architecture.md, "Clean sessions"):
+/// `DISCARD ALL`. A session after it is a fresh connection's: settings back to the values the connection started
+/// with (its conninfo's `options` included), no prepared statements, cursors, `LISTEN`s, temporary tables,
+/// session advisory locks, cached plans or sequence state, the session's own user again. The settings the
+/// connection itself asked for (``PostgresSessionOptions``) are applied again after it.
+///
+/// Carried in front of a statement it is `DISCARD ALL` itself, the first statement after a sync (where the server
+/// accepts it in a pipeline). On a round trip of its own it is one simple-protocol string, where `DISCARD ALL`
+/// would be refused (a multi-statement string is one transaction block), so it is spelled out as the statements
+/// PostgreSQL documents it to stand for.
+enum PostgresSessionReset {
+    /// The carried form, before the connection's own settings.
+    static let carried = ["DISCARD ALL"]
+
+    /// `DISCARD ALL` spelled out, for the simple-protocol string.
+    static let statements = [
+        "CLOSE ALL", "SET SESSION AUTHORIZATION DEFAULT", "RESET ALL", "DEALLOCATE ALL", "UNLISTEN *",
+        "SELECT pg_advisory_unlock_all()", "DISCARD PLANS", "DISCARD SEQUENCES", "DISCARD TEMP",
+    ]
+
+    /// The reset as one simple-protocol string, followed by `restoring` (the connection's own settings).
+    static func sql(restoring: [String]) -> String {
+        (statements + restoring).joined(separator: "; ")
+    }
+}
+
+extension PostgresConnection {
+    /// Hands the pool's session reset to libpq as one simple-protocol string, on a round trip of its own (under
+    /// the lock, by the cleanup that owes it). `false` when libpq refused it: the connection is then broken.
+    static func sendSessionReset(_ state: inout State) -> Bool {
+        guard let conn = state.conn?.raw else { return false }
+        guard PQsendQuery(conn, PostgresSessionReset.sql(restoring: state.sessionRestore)) == 1 else {
+            state.machine.lost()
+            return false
+        }
+        _ = state.machine.sessionResetSent()
+        return true
+    }
+
+    /// Enters pipeline mode and queues the session reset's statements and a sync of their own, in front of the
+    /// work the caller queues next (under the lock; the sync keeps the work out of the reset's implicit
+    /// transaction). A refused queue breaks the connection.
+    static func queueSessionReset(_ conn: OpaquePointer, _ state: inout State) throws {
+        guard PQenterPipelineMode(conn) == 1 else {
+            state.machine.lost()
+            throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+        }
+        for statement in PostgresSessionReset.carried + state.sessionRestore {
+            guard PQsendQueryParams(conn, statement, 0, nil, nil, nil, nil, 0) == 1 else {
+                state.machine.lost()
+                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+            }
+        }
+        guard PQpipelineSync(conn) == 1 else {
+            state.machine.lost()
+            throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+        }
+    }
+
+    /// Queues one statement and its sync in the pipeline a carried reset opened (under the lock). A refused queue
+    /// breaks the connection: the reset in front of it cannot be taken back.
+    static func queueInPipeline(
+        _ conn: OpaquePointer, _ sql: String, _ binds: [PostgresBind], _ state: inout State
+    ) throws {
+        let queued = sql.withCString { text in
+            PostgresWireText.withParameters(binds) { types, values in
+                PQsendQueryParams(conn, text, Int32(binds.count), types, values, nil, nil, 0)
+            }
+        }
+        guard queued == 1, PQpipelineSync(conn) == 1 else {
+            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+            state.machine.lost()
+            throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+        }
+    }
+
+    /// What ``pump(_:consume:)`` does with `result` (nil: the end of one queued statement's results) while a
+    /// carried reset, or the statement behind it, is read. Under the lock.
+    static func takePipelined(_ result: OpaquePointer?, _ conn: OpaquePointer, _ state: inout State) throws
+        -> CarriedStep
+    {
+        switch state.machine.mode {
+        case .resetPrefix(let then):
+            guard let result else { return .taken }
+            switch PQresultStatus(result) {
+            case PGRES_PIPELINE_SYNC: state.machine.enter(then.mode)
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK: break
+            // Failed or skipped (a cancel of the statement behind it that landed early): owed again, so the next
+            // operation's cleanup runs it. The statement behind it is read as the server answers it.
+            default: state.machine.requireSessionReset()
+            }
+            return .taken
+        case .pipelinedStatement:
+            guard let result else { return .taken }
+            guard PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .callers }
+            guard PQexitPipelineMode(conn) == 1 else {
+                state.machine.lost()
+                throw PostgresError(.connection, "could not leave pipeline mode")
+            }
+            state.machine.enter(.simple)
+            return .ended
+        default:
+            return .callers
+        }
+    }
+}
