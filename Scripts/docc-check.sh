@@ -16,6 +16,10 @@ for module in ResourceKit ResourceKitIO ResourceKitPatterns ResourceKitObservati
     graphs=$work/$module/graphs
     catalog=$work/$module/$module.docc
     mkdir -p "$graphs" "$catalog"
+    # The module's own catalog (landing page and articles), when it has one; the kit's adapter guide has one copy,
+    # Docs/WritingAnAdapter.md, which becomes an article of ResourceKitTesting's catalog here.
+    [ -d "Sources/$module/$module.docc" ] && cp -R "Sources/$module/$module.docc/." "$catalog/"
+    [ "$module" = ResourceKitTesting ] && cp Docs/WritingAnAdapter.md "$catalog/WritingAnAdapter.md"
     swift build --target "$module" -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$graphs" >/dev/null 2>&1 || { echo "$module: build failed"; exit 1; }
     # Only this module's own graphs (the build also writes its dependencies').
     find "$graphs" -name '*.symbols.json' ! -name "$module.symbols.json" ! -name "$module@*.symbols.json" -delete

@@ -36,8 +36,9 @@ import Testing
         #expect(versionStatus == 0 && version.standardOutput.hasPrefix("resource-demo "))
     }
 
-    /// The command table is the one source: README's usage block lists exactly the synopses `--help` prints.
-    @Test func readmeListsTheCommandTable() async throws {
+    /// The command table is the one source: the guide's usage block (`Docs/Guides/resource-demo.md`) lists exactly
+    /// the synopses `--help` prints.
+    @Test func theGuideListsTheCommandTable() async throws {
         let (status, process) = try await DemoProcess.run(["--help"])
         #expect(status == 0)
         let synopses = process.standardOutput.split(separator: "\n")
@@ -45,12 +46,12 @@ import Testing
             .filter { $0.hasPrefix("resource-demo ") }
         #expect(synopses.count == 10, "nine commands and the help line")
         let readmePath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../../README.md").standardizedFileURL.path
+            .appendingPathComponent("../../Docs/Guides/resource-demo.md").standardizedFileURL.path
         let readme = try String(contentsOfFile: readmePath, encoding: .utf8)
         let block = try #require(readme.components(separatedBy: "```\nresource-demo [tour]").dropFirst().first)
         let documented = ("resource-demo [tour]" + block.components(separatedBy: "```")[0])
             .split(separator: "\n").map(String.init)
-        #expect(documented == synopses, "README's usage block and --help differ")
+        #expect(documented == synopses, "the guide's usage block and --help differ")
     }
 
     @Test func fileCopiesARegularFileAndMissingFileFails() async throws {

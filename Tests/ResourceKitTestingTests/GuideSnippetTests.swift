@@ -1,15 +1,18 @@
 import Foundation
 import Testing
 
-/// Every Swift block of `README.md` and `Docs/WritingAnAdapter.md` is compiled: it is marked
-/// `<!-- snippet: name -->`, and its lines are those between `// snippet: name` and `// end snippet` in a source
-/// file that is built (this package's tests, the examples, or `Docs/Blocks`, a package `.ci/run` builds), less the
+/// Every Swift block of `README.md`, `Docs/WritingAnAdapter.md` and the guides (`Docs/Guides/*.md`) is compiled: it
+/// is marked `<!-- snippet: name -->`, and its lines are those between `// snippet: name` and `// end snippet` in a
+/// source file that is built (this package's tests, the examples, or `Docs/Blocks`, a package `.ci/run` builds), less the
 /// lines ending in `// glue` (the reader's obvious glue: a function around statements, a namespace around a
 /// declaration). Lines compare without their leading indentation, so a block can sit inside its glue.
 @Suite struct GuideSnippetTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
-    static let documents = ["README.md", "Docs/WritingAnAdapter.md"]
+    static let documents =
+        ["README.md", "Docs/WritingAnAdapter.md"]
+        + ((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("Docs/Guides").path)) ?? [])
+        .filter { $0.hasSuffix(".md") }.sorted().map { "Docs/Guides/" + $0 }
     static let sourceFolders = [
         "Tests", "Docs/Blocks", "Examples/ProcessAdapter/Sources", "Examples/ProcessAdapter/Tests",
         "Examples/SQLiteAdapter/Sources", "Examples/SQLiteAdapter/Tests",
@@ -118,6 +121,6 @@ import Testing
             }
         }
         #expect(names.count == Set(names).count, "a snippet name is used twice: \(names)")
-        #expect(names.count >= 21, "README and the guide hold 21 Swift blocks; found \(names.count)")
+        #expect(names.count >= 21, "README and the guides hold 21 Swift blocks; found \(names.count)")
     }
 }

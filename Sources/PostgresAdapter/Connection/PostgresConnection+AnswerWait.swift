@@ -61,7 +61,7 @@ extension PostgresConnection {
     }
 
     /// How long a lone query's first wait for its answer polls the socket before parking on the reactor. The
-    /// figures, with and without it, are in the README's "Measured" section.
+    /// figures, with and without it, are in the measurement log (Benchmarks/History.md).
     static let answerSpin: Duration = .microseconds(100)
 
     /// Whether another query of this process may be in flight or about to be: another operation collects answers

@@ -7,8 +7,8 @@ import Synchronization
 /// Each shard is an ordinary pool whose connections wait on one reactor of the group. A task that prefers that
 /// reactor as its executor and leases from its own shard never leaves the reactor's thread: the query's answer
 /// wakes that thread, which runs the task's next step at once, with no hop to the cooperative pool or to another
-/// core. Under a load of many concurrent queries that is the cheapest shape this library has (the README's
-/// "Measured" section, with the command). Start the work that queries on the group's reactors:
+/// core. Under a load of many concurrent queries that is the cheapest shape this library has (the bench's sharded
+/// rows, `Benchmarks/Results/`). Start the work that queries on the group's reactors:
 ///
 /// ```swift
 /// let pool = try PostgresShardedPool(conninfo: url, maxConnections: 16)   // over IOReactorGroup.shared

@@ -154,7 +154,7 @@ extension PostgresPool {
     private func startDriver(_ driver: SharedMachine.DriverID) {
         // Where the work that needs it runs: on the reactor's thread when the caller is there (a sharded pool's
         // shape: the answers then wake that thread, which runs the driver and its callers with no hop), else on
-        // the cooperative pool. Measured both ways in the README's "Measured" section.
+        // the cooperative pool. Measured both ways in the measurement log (Benchmarks/History.md).
         background.start(preferring: reactor.isCurrentThread ? reactor : nil) { await self.drive(driver) }
     }
 

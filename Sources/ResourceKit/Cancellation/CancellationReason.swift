@@ -24,7 +24,7 @@ public enum CancellationReason: Sendable, Hashable {
     }
 
     /// One `CancellationError` boxed once, for every cancelled operation: an `any Error` is a heap box, and each
-    /// cancelled wait made one on the canceller's thread, inside the cancel's latency (README, "Measured"). The box
+    /// cancelled wait made one on the canceller's thread, inside the cancel's latency (Benchmarks/History.md). The box
     /// is immutable and shared like any error value.
     private static let cancellationError: any Error = CancellationError()
 }

@@ -29,7 +29,7 @@ import Glibc
 /// The reactor is also a `TaskExecutor`: a task that prefers it runs on the reactor's own thread, between two
 /// `epoll_wait` calls, and a wait of that task that becomes ready resumes right there, without waking a
 /// cooperative thread. Under a load of many queries or sockets that costs less CPU per operation (the figures,
-/// with the command that measures them, are in the README's "Measured" section):
+/// with the command that measures them, are in the measurement log (Benchmarks/History.md)):
 ///
 /// ```swift
 /// try await withTaskExecutorPreference(IOReactor.shared) {

@@ -20,7 +20,7 @@ import Synchronization
 /// }
 /// ```
 ///
-/// When to prefer it: many concurrent queries or sockets, whose tasks mostly wait (the README's "Measured" section
+/// When to prefer it: many concurrent queries or sockets, whose tasks mostly wait (the measurement log (Benchmarks/History.md)
 /// has the figures, with the command that reproduces them). Not for blocking or CPU-heavy work (it holds back every
 /// wait of that reactor: use the cooperative pool or the `BlockingPool`), nor for a single sequential client.
 ///
