@@ -40,6 +40,7 @@ enum BenchCommand: DemoCommand {
                resource-bench --load TASKS [--on-reactor [--reactors N]] [--shared] [--quick] [--postgres URL]
                resource-bench --read-cancels N
                resource-bench --scale-cancels ROUNDS
+               resource-bench --check THRESHOLDS.json [--postgres URL]
         """
     static let details = """
           Cancel-to-return latencies and throughput beside their references. Build with -c release.
@@ -51,9 +52,11 @@ enum BenchCommand: DemoCommand {
             --shared: the tasks run shared statements (pool.query) instead of leasing a connection each.
           --read-cancels N: only N cancels of a parked socket read beside N of the Swift floor, for `perf stat`.
           --scale-cancels ROUNDS: only the 10,000 blocked reads cancelled at once, ROUNDS times, each round's time.
+          --check THRESHOLDS.json: measure, then compare the ratios the file names with its bounds (exit 1 when one
+            is past its bound: a regression); Benchmarks/README.md says which rows and why.
         """
     static let valueFlags: Set<String> = [
-        "--postgres", "--report", "--load", "--reactors", "--read-cancels", "--scale-cancels",
+        "--postgres", "--report", "--load", "--reactors", "--read-cancels", "--scale-cancels", "--check",
     ]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor", "--shared"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
@@ -72,6 +75,9 @@ enum BenchCommand: DemoCommand {
         if let rounds = try arguments.integer("--scale-cancels", in: 1...1_000) {
             try await Bench.scaleCancels(rounds: rounds)
             return 0
+        }
+        if let thresholds = arguments.value("--check") {
+            return try await BenchCheck.run(thresholds, postgres: arguments.value("--postgres"))
         }
         if arguments.has("--on-reactor") || arguments.value("--reactors") != nil || arguments.has("--shared") {
             throw UsageError("--on-reactor, --reactors and --shared go with --load TASKS")

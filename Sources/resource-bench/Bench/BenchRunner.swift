@@ -13,6 +13,36 @@ enum Bench {
         if let report, !report.hasSuffix(".svg") {
             throw UsageError("--report writes an SVG picture: give it a FILE.svg path")
         }
+        let (rows, lines) = try await measure(quick: quick, core: core, json: json, postgres: postgres)
+        if json {
+            for row in rows { Console.line(row.json.text) }
+        } else {
+            printTable(rows)
+        }
+        for line in lines { Console.line(line) }
+        if let report {
+            let picture = BenchReport.svg(
+                rows,
+                title:
+                    """
+                    resource-demo bench\(quick ? " --quick" : ""): cancel-to-return and overhead, beside their \
+                    references
+                    """
+            )
+            do {
+                try picture.write(toFile: report, atomically: true, encoding: .utf8)
+            } catch {
+                throw UsageError("could not write the report to \(report)")
+            }
+            Console.line("report: \(report)")
+        }
+    }
+
+    /// Every figure beside its references, measured now: the rows, and the lines that are not rows (the stream's
+    /// memory, in `json` form or as text).
+    static func measure(quick: Bool, core: Bool, json: Bool, postgres: String?) async throws -> (
+        rows: [BenchRow], lines: [String]
+    ) {
         let rounds = quick ? 20 : 300
         let pollingRounds = quick ? 5 : 40
         let progress = BenchProgress(total: core ? 7 : 11 + (quick ? 0 : 1))
@@ -166,28 +196,7 @@ enum Bench {
             }
         }
         progress.finish()
-        if json {
-            for row in rows { Console.line(row.json.text) }
-        } else {
-            printTable(rows)
-        }
-        for line in lines { Console.line(line) }
-        if let report {
-            let picture = BenchReport.svg(
-                rows,
-                title:
-                    """
-                    resource-demo bench\(quick ? " --quick" : ""): cancel-to-return and overhead, beside their \
-                    references
-                    """
-            )
-            do {
-                try picture.write(toFile: report, atomically: true, encoding: .utf8)
-            } catch {
-                throw UsageError("could not write the report to \(report)")
-            }
-            Console.line("report: \(report)")
-        }
+        return (rows, lines)
     }
 
     static func printTable(_ rows: [BenchRow]) {
