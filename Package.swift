@@ -12,6 +12,13 @@ let strict: [SwiftSetting] = [
 /// lock (Docs/Architecture.md, "Where code runs"). Tools and tests keep the Swift 6 default.
 let runtime: [SwiftSetting] = strict + [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]
 
+/// What every test target links: the core, the kit, the shared helpers (which bring the I/O runtime, the
+/// observation and process modules with them) and the C shim some tests call directly.
+let testKit: [Target.Dependency] = [
+    "ResourceKit", "ResourceKitIO", "ResourceKitObservation", "ResourceKitProcesses", "ResourceKitTesting",
+    "CSystemShims", "TestSupport",
+]
+
 let package = Package(
     name: "ResourceKit",
     products: [
@@ -24,11 +31,12 @@ let package = Package(
         .library(name: "SocketAdapter", targets: ["SocketAdapter"]),
         .library(name: "FileAdapter", targets: ["FileAdapter"]),
         .library(name: "PostgresAdapter", targets: ["PostgresAdapter"]),
-        // A throwaway PostgreSQL cluster (initdb, pg_ctl) for tests and demos; not needed to use the adapter.
-        .library(name: "EmbeddedPostgres", targets: ["EmbeddedPostgres"]),
+        // Fixtures, not API (the `_` says so, as postgres-nio's `_ConnectionPoolTestUtils` does): a throwaway
+        // PostgreSQL cluster (initdb, pg_ctl) for tests and demos, and pg_stat_activity as a probe (is
+        // server-side work still running?) for tests and adapter kits. Neither is needed to use the adapter.
+        .library(name: "_EmbeddedPostgres", targets: ["EmbeddedPostgres"]),
         .library(name: "ResourceKitTesting", targets: ["ResourceKitTesting"]),
-        // pg_stat_activity as a probe (is server-side work still running?), for tests, demos and adapter kits.
-        .library(name: "PostgresActivity", targets: ["PostgresActivity"]),
+        .library(name: "_PostgresActivity", targets: ["PostgresActivity"]),
         .executable(name: "resource-demo", targets: ["resource-demo"]),
         .executable(name: "resource-bench", targets: ["resource-bench"]),
     ],
@@ -88,7 +96,7 @@ let package = Package(
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(
             name: "PostgresAdapter",
-            dependencies: ["ResourceKit", "ResourceKitIO", "ResourceKitPatterns", "CLibPQ"],
+            dependencies: ["ResourceKit", "ResourceKitIO", "CLibPQ"],
             swiftSettings: runtime
         ),
         .target(
@@ -145,7 +153,7 @@ let package = Package(
             dependencies: [
                 "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
                 "ResourceKitProcesses",
-                "ResourceKit", "ResourceKitTesting", "EmbeddedPostgres", "TestProcessSetup",
+                "ResourceKit", "ResourceKitTesting", "EmbeddedPostgres", "TestProcessSetup", "CSystemShims",
             ],
             path: "Tests/TestSupport",
             swiftSettings: strict
@@ -162,41 +170,22 @@ let package = Package(
             path: "Tests/PostgresTestSupport",
             swiftSettings: strict
         ),
+        // One test target per library module (the core's, the I/O runtime's and the observation module's tests need
+        // nothing beyond the shared list); each links what it tests.
+        .testTarget(name: "ResourceKitTests", dependencies: testKit, swiftSettings: strict),
+        .testTarget(name: "ResourceKitIOTests", dependencies: testKit, swiftSettings: strict),
         .testTarget(
-            name: "ResourceKitTests",
-            dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
-                "ResourceKitProcesses",
-                "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
-            ],
-            swiftSettings: strict
-        ),
+            name: "ResourceKitPatternsTests", dependencies: testKit + ["ResourceKitPatterns"], swiftSettings: strict),
+        .testTarget(name: "ResourceKitObservationTests", dependencies: testKit, swiftSettings: strict),
         .testTarget(
-            name: "SocketAdapterTests",
-            dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
-                "ResourceKitProcesses",
-                "SocketAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
-            ],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "FileAdapterTests",
-            dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
-                "ResourceKitProcesses",
-                "FileAdapter", "ResourceKit", "ResourceKitTesting", "CSystemShims", "TestSupport",
-            ],
-            swiftSettings: strict
-        ),
+            name: "ResourceKitPrometheusTests", dependencies: testKit + ["ResourceKitPrometheus"],
+            swiftSettings: strict),
+        .testTarget(name: "SocketAdapterTests", dependencies: testKit + ["SocketAdapter"], swiftSettings: strict),
+        .testTarget(name: "FileAdapterTests", dependencies: testKit + ["FileAdapter"], swiftSettings: strict),
         .testTarget(
             name: "PostgresAdapterTests",
-            dependencies: [
-                "PostgresActivity",
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
-                "ResourceKitProcesses",
-                "PostgresAdapter", "EmbeddedPostgres", "ResourceKit", "ResourceKitTesting", "CLibPQ", "TestSupport",
-                "PostgresTestSupport",
+            dependencies: testKit + [
+                "PostgresAdapter", "PostgresActivity", "EmbeddedPostgres", "CLibPQ", "PostgresTestSupport",
             ],
             swiftSettings: strict
         ),
@@ -215,37 +204,19 @@ let package = Package(
         // RESOURCEKIT_RELIABILITY=long for the long form.
         .testTarget(
             name: "ReliabilityTests",
-            dependencies: [
-                "PostgresActivity",
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
-                "ResourceKitProcesses",
-                "resource-demo", "rk-spawn-probe", "PostgresAdapter", "EmbeddedPostgres", "SocketAdapter",
-                "FileAdapter", "ResourceKit",
-                "ResourceKitTesting", "TestSupport",
-                "PostgresTestSupport",
+            dependencies: testKit + [
+                "resource-demo", "rk-spawn-probe", "PostgresAdapter", "PostgresActivity", "EmbeddedPostgres",
+                "SocketAdapter", "FileAdapter", "ResourceKitPatterns", "PostgresTestSupport",
             ],
             swiftSettings: strict
         ),
         // The conformance kit against seeded bugs.
-        .testTarget(
-            name: "ResourceKitTestingTests",
-            dependencies: [
-                "ResourceKitIO", "ResourceKitPatterns", "ResourceKitObservation", "ResourceKitPrometheus",
-                "ResourceKitProcesses",
-                "ResourceKitTesting", "ResourceKit", "SocketAdapter", "CSystemShims", "TestSupport",
-            ],
-            swiftSettings: strict
-        ),
+        .testTarget(name: "ResourceKitTestingTests", dependencies: testKit + ["SocketAdapter"], swiftSettings: strict),
         .testTarget(name: "DemoCommandLineTests", dependencies: ["DemoCommandLine"], swiftSettings: strict),
         // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.
         .testTarget(
             name: "ResourceDemoTests",
-            dependencies: [
-                "PostgresActivity",
-
-                "resource-demo", "PostgresAdapter", "ResourceKit", "ResourceKitTesting", "TestSupport",
-                "PostgresTestSupport",
-            ],
+            dependencies: testKit + ["resource-demo", "PostgresAdapter", "PostgresActivity", "PostgresTestSupport"],
             swiftSettings: strict
         ),
     ],

@@ -11,8 +11,7 @@ total=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for module in ResourceKit ResourceKitIO ResourceKitPatterns ResourceKitObservation ResourceKitPrometheus \
-    ResourceKitProcesses SocketAdapter FileAdapter PostgresAdapter EmbeddedPostgres ResourceKitTesting PostgresActivity \
-    DemoCommandLine; do
+    ResourceKitProcesses SocketAdapter FileAdapter PostgresAdapter EmbeddedPostgres ResourceKitTesting PostgresActivity; do
     graphs=$work/$module/graphs
     catalog=$work/$module/$module.docc
     mkdir -p "$graphs" "$catalog"

@@ -1,18 +1,18 @@
 /// A usage error: exit status 2, with a message that names the bad flag or value.
-public struct UsageError: Error, Equatable, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
+package struct UsageError: Error, Equatable, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// The flags of one command, parsed: `--flag value`, `--flag=value` and boolean `--flag`.
-public struct Arguments: Sendable {
+package struct Arguments: Sendable {
     /// The command these flags belong to.
-    public let command: String
+    package let command: String
     private var values: [String: String] = [:]
     private var switches: Set<String> = []
 
     /// Parses `arguments` for `command`, which accepts `valueFlags` (taking a value) and `switchFlags`.
-    public init(command: String, _ arguments: some Sequence<String>, valueFlags: Set<String>, switchFlags: Set<String>)
+    package init(command: String, _ arguments: some Sequence<String>, valueFlags: Set<String>, switchFlags: Set<String>)
         throws
     {
         self.command = command
@@ -44,19 +44,19 @@ public struct Arguments: Sendable {
     }
 
     /// `true` if the switch `flag` was given.
-    public func has(_ flag: String) -> Bool { switches.contains(flag) }
+    package func has(_ flag: String) -> Bool { switches.contains(flag) }
 
     /// The value of `flag`, if given.
-    public func value(_ flag: String) -> String? { values[flag] }
+    package func value(_ flag: String) -> String? { values[flag] }
 
     /// The value of `flag`; a usage error when it is missing or empty.
-    public func required(_ flag: String) throws -> String {
+    package func required(_ flag: String) throws -> String {
         guard let value = values[flag], !value.isEmpty else { throw UsageError("\(command) needs \(flag)") }
         return value
     }
 
     /// The value of `flag` as a duration (``parseDuration(_:)``); a usage error when it is not one.
-    public func duration(_ flag: String) throws -> Duration? {
+    package func duration(_ flag: String) throws -> Duration? {
         guard let text = values[flag] else { return nil }
         guard let duration = Arguments.parseDuration(text) else {
             throw UsageError("\(flag): '\(text)' is not a duration (examples: 500us, 250ms, 2s, 1.5s)")
@@ -65,7 +65,7 @@ public struct Arguments: Sendable {
     }
 
     /// The value of `flag` as a whole number in `range`; a usage error otherwise.
-    public func integer(_ flag: String, in range: ClosedRange<Int>) throws -> Int? {
+    package func integer(_ flag: String, in range: ClosedRange<Int>) throws -> Int? {
         guard let text = values[flag] else { return nil }
         guard let value = Int(text), range.contains(value) else {
             throw UsageError("\(flag): '\(text)' is not a whole number in \(range.lowerBound)...\(range.upperBound)")
@@ -74,7 +74,7 @@ public struct Arguments: Sendable {
     }
 
     /// The value of `flag` as `HOST:PORT` (``parseHostPort(_:)``); a usage error when it is not one.
-    public func hostPort(_ flag: String) throws -> (host: String, port: Int)? {
+    package func hostPort(_ flag: String) throws -> (host: String, port: Int)? {
         guard let text = values[flag] else { return nil }
         guard let parsed = Arguments.parseHostPort(text) else {
             throw UsageError("\(flag): '\(text)' is not HOST:PORT (examples: 127.0.0.1:7070, [::1]:5432, localhost:80)")
@@ -83,7 +83,7 @@ public struct Arguments: Sendable {
     }
 
     /// `500us`, `250ms`, `2s`, `1.5s` (also `µs`, `m`); nil for anything else, negatives and non-finite values.
-    public static func parseDuration(_ text: String) -> Duration? {
+    package static func parseDuration(_ text: String) -> Duration? {
         let units: [(suffix: String, seconds: Double)] = [
             ("us", 1e-6), ("µs", 1e-6), ("ms", 1e-3), ("s", 1), ("m", 60),
         ]
@@ -98,7 +98,7 @@ public struct Arguments: Sendable {
     }
 
     /// `host:port` or `[v6]:port`, port 0...65535.
-    public static func parseHostPort(_ text: String) -> (host: String, port: Int)? {
+    package static func parseHostPort(_ text: String) -> (host: String, port: Int)? {
         let host: Substring
         let portText: Substring
         if text.hasPrefix("[") {

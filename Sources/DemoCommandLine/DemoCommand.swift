@@ -1,7 +1,7 @@
 /// One `resource-demo` command: its name, its flags, its help and what it runs. The executable lists its
 /// commands once (a table of these); the overview, the per-command help, the flag parsing and the dispatch
 /// all come from that table.
-public protocol DemoCommand: Sendable {
+package protocol DemoCommand: Sendable {
     /// The word that selects it (`pg`, `serve`, ...).
     static var name: String { get }
     /// The synopsis line: `resource-demo pg --sql SQL [--cancel-after DURATION] ...`.
@@ -19,7 +19,7 @@ public protocol DemoCommand: Sendable {
 }
 
 /// What a command line asks for.
-public enum CommandLineRequest: Equatable {
+package enum CommandLineRequest: Equatable {
     /// Show this text (the caller prints it) and exit with status 0 (`--help`, `COMMAND --help`, `--version`).
     case show(String)
     /// Print this usage error and exit with status 2.
@@ -27,7 +27,7 @@ public enum CommandLineRequest: Equatable {
     /// Run the command named here with these flags.
     case run(command: String, Arguments)
 
-    public static func == (lhs: CommandLineRequest, rhs: CommandLineRequest) -> Bool {
+    package static func == (lhs: CommandLineRequest, rhs: CommandLineRequest) -> Bool {
         switch (lhs, rhs) {
         case (.show(let a), .show(let b)): a == b
         case (.usageError(let a), .usageError(let b)): a == b
@@ -37,7 +37,7 @@ public enum CommandLineRequest: Equatable {
     }
 
     /// Parses `arguments` (without the program name) against `commands`; the first command is the default.
-    public static func parse(
+    package static func parse(
         _ arguments: [String],
         commands: [any DemoCommand.Type],
         overview: String,
@@ -65,7 +65,7 @@ public enum CommandLineRequest: Equatable {
     }
 
     /// The synopsis of every command, one per line, for the overview.
-    public static func synopsis(of commands: [any DemoCommand.Type]) -> String {
+    package static func synopsis(of commands: [any DemoCommand.Type]) -> String {
         commands.map { "  " + $0.usage }.joined(separator: "\n")
     }
 }

@@ -2,9 +2,9 @@ import Foundation
 
 /// One JSON object on one line (for `--json` output), encoded by Foundation's `JSONSerialization` with sorted
 /// keys; non-finite numbers become `null`.
-public struct JSONLine: Sendable {
+package struct JSONLine: Sendable {
     /// A value in the object.
-    public enum Value: Sendable, Equatable {
+    package enum Value: Sendable, Equatable {
         case string(String)
         case int(Int64)
         case double(Double)
@@ -15,17 +15,17 @@ public struct JSONLine: Sendable {
     private var fields: [String: Value] = [:]
 
     /// An object with these fields.
-    public init(_ fields: KeyValuePairs<String, Value> = [:]) {
+    package init(_ fields: KeyValuePairs<String, Value> = [:]) {
         for (key, value) in fields { self.fields[key] = value }
     }
 
     /// Sets (or replaces) one field.
-    public mutating func set(_ key: String, _ value: Value) {
+    package mutating func set(_ key: String, _ value: Value) {
         fields[key] = value
     }
 
     /// The object as compact JSON text.
-    public var text: String {
+    package var text: String {
         let object = fields.mapValues { value -> Any in
             switch value {
             case .string(let text): text

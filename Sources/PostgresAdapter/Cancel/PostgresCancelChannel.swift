@@ -1,5 +1,4 @@
 import ResourceKit
-import ResourceKitPatterns
 
 /// The fast cancel path: one warm control connection that stops a backend with `pg_cancel_backend` instead
 /// of a cancel request (which costs a new TCP connection and a server-side fork on every cancel).

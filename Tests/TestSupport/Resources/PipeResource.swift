@@ -1,28 +1,28 @@
 import CSystemShims
-import Synchronization
+public import Synchronization
 
-@testable import ResourceKit
-@testable import ResourceKitIO
+public import ResourceKit
+public import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A real pipe as a managed resource: operations wait on the read end through the reactor.
-final class PipeResource: ManagedResource {
-    static let kind = ResourceKind(name: "test.pipe", closeTimeout: .seconds(2))
+public final class PipeResource: ManagedResource {
+    public static let kind = ResourceKind(name: "test.pipe", closeTimeout: .seconds(2))
 
-    let readFD: Int32
-    let writeFD: Int32
+    public let readFD: Int32
+    public let writeFD: Int32
     /// Inode of the pipe, to find it in /proc/self/fd.
-    let inode: UInt64
-    let cancelCount = Atomic<Int>(0)
-    let closeCount = Atomic<Int>(0)
+    public let inode: UInt64
+    public let cancelCount = Atomic<Int>(0)
+    public let closeCount = Atomic<Int>(0)
     /// Set when `close()` ran: await it instead of polling ``closeCount``.
-    let closed = OneShotEvent()
-    let reactor: IOReactor
+    public let closed = OneShotEvent()
+    public let reactor: IOReactor
 
-    init(reactor: IOReactor = .shared) throws {
+    public init(reactor: IOReactor = .shared) throws {
         var fds: [Int32] = [0, 0]
         guard rk_pipe_nonblocking(&fds) == 0 else { throw SystemError.current("pipe2") }
         readFD = fds[0]
@@ -33,11 +33,11 @@ final class PipeResource: ManagedResource {
         self.reactor = reactor
     }
 
-    func cancel() {
+    public func cancel() {
         cancelCount.add(1, ordering: .relaxed)
     }
 
-    func close() async throws {
+    public func close() async throws {
         let previous = closeCount.add(1, ordering: .relaxed).oldValue
         defer { closed.set() }
         precondition(previous == 0, "closed twice")
@@ -47,13 +47,13 @@ final class PipeResource: ManagedResource {
     }
 
     /// Makes the read end readable.
-    func writeByte() {
+    public func writeByte() {
         var byte: UInt8 = 1
         _ = Glibc.write(writeFD, &byte, 1)
     }
 
     /// Reads one byte, waiting through the reactor.
-    func readByte(boundTo handle: ResourceHandle?) async throws -> UInt8 {
+    public func readByte(boundTo handle: ResourceHandle?) async throws -> UInt8 {
         var byte: UInt8 = 0
         while true {
             let n = Glibc.read(readFD, &byte, 1)
