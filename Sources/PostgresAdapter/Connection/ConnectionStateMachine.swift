@@ -171,7 +171,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
 
     /// `true` once the connection can no longer be used.
     var isUnusable: Bool {
-        // A pattern, not `==`: the derived equality compares the payloads and showed in the 64-task profile.
+        // A pattern, not `==`: the derived equality compares the payloads (Docs/Decisions/0006).
         if case .usable = usability { return false }
         return true
     }

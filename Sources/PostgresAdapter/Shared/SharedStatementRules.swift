@@ -5,7 +5,7 @@
 /// ends with a transaction open is caught after its sync (the connection is closed, which rolls it back).
 ///
 /// Runs on every shared statement, so it allocates nothing: it reads the statement's UTF-8 in place and compares
-/// bytes (a first version that built strings cost 1.3–2.8 µs per statement, about a tenth of a loaded query).
+/// bytes: building strings here would cost a noticeable share of a loaded query (Benchmarks/History.md).
 enum SharedStatementRules {
     /// First keywords refused, upper-case, with the kind of statement named to the caller.
     static let refused: [(keyword: [UInt8], kind: String)] =

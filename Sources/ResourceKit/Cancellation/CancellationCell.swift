@@ -63,7 +63,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Delivers the operation's result. Returns `false` when the result lost the race (the operation was
     /// cancelled first, or a result was already delivered); the caller then owns any cleanup of the value.
     // Inlinable, and erased at the call site: `deliver` then needs no metadata of `Result<Success, _>` at run
-    // time (a generic-metadata lookup per wait in the 64-task profile).
+    // time (no generic-metadata lookup per wait; Docs/Decisions/0006).
     @inlinable
     @discardableResult
     public func complete(_ result: Result<Success, any Error>) -> Bool {

@@ -78,8 +78,7 @@ public struct Locked<Value: Sendable>: @unchecked Sendable {
 
 /// The header of a `LockedStorage`: the pthread objects, in a type that does not depend on the value's, so that
 /// the storage's unspecialised code (its `deinit`, the condition waits) finds the value and the mutex without
-/// looking up generic metadata at run time (a hash-table lookup on every lock freed, 5% of the bench's "scope +
-/// register + close" row before this layout).
+/// looking up generic metadata at run time (a hash-table lookup on every lock freed; Docs/Decisions/0006).
 @usableFromInline
 struct LockWords {
     @usableFromInline var mutex = pthread_mutex_t()

@@ -5,7 +5,7 @@ import Glibc
 /// The monotonic clock as a count of nanoseconds, for short intervals timed on a hot path (a cancellation's
 /// latency, from the cancel request to the wait's return): a clock read and an integer subtraction. `Duration`
 /// arithmetic would do, but turning a `Duration` into nanoseconds (or into a histogram bucket) divides a 128-bit
-/// integer, which measured as about a sixth of the Swift floor on the read-cancel path (Benchmarks/History.md).
+/// integer, too slow for the read-cancel path (Docs/Decisions/0006).
 package enum MonotonicNanoseconds {
     /// Nanoseconds since an unspecified start (`CLOCK_MONOTONIC`); only differences mean anything.
     package static var now: UInt64 {

@@ -21,7 +21,7 @@ package struct StoredInstant: Sendable, Hashable, Comparable {
     }
 
     /// The current instant: on Linux a raw `CLOCK_BOOTTIME` read (the clock `ContinuousClock` reads there), without
-    /// `ContinuousClock.now`'s conversions: 24 against 45–51 ns per read here, once per registered resource.
+    /// `ContinuousClock.now`'s conversions (about half its cost; Docs/Decisions/0006), once per registered resource.
     /// Exactly the instant `ContinuousClock.now` would give (see ``originBootTime``).
     package static var now: StoredInstant {
         #if os(Linux)

@@ -1,6 +1,6 @@
 // Inlinable, so that the generic shell is specialised where it is called (a query's `[PostgresResult]`): an
-// unspecialised one allocates its result's buffers from the task allocator on every operation (the largest
-// item of an empty operation's profile). Everything it calls is concrete and lives in this module (`enter`,
+// unspecialised one allocates its result's buffers from the task allocator on every operation (Docs/Decisions/
+// 0006). Everything it calls is concrete and lives in this module (`enter`,
 // `CancellationLinks`).
 /// Runs one operation of a resource (a query, a request and its reply, a command) so that cancelling it stops
 /// the work it started outside the process, at whichever level the cancel comes from.
