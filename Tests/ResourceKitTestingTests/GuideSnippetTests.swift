@@ -58,7 +58,14 @@ import Testing
 
     /// The marked region named `name` in the Swift sources, without its glue lines.
     static func sourceSnippet(_ name: String) throws -> [String]? {
-        let marker = "// snippet: \(name)"
+        try sourceSnippets.get()[name]
+    }
+
+    /// Every marked region of the Swift sources by name, read once: each file is read once and split only when it
+    /// holds a marker (a scan per snippet read every file twenty times, seconds of one cooperative thread's time
+    /// under the thread sanitizer, while every other suite of the process waited for a thread).
+    static let sourceSnippets = Result { () throws -> [String: [String]] in
+        var regions: [String: [String]] = [:]
         for folder in sourceFolders {
             let enumerator = FileManager.default.enumerator(atPath: root.appendingPathComponent(folder).path)
             while let path = enumerator?.nextObject() as? String {
@@ -66,19 +73,22 @@ import Testing
                 guard path.hasSuffix(".swift") else { continue }
                 let text = try String(
                     contentsOf: root.appendingPathComponent(folder).appendingPathComponent(path), encoding: .utf8)
+                guard text.contains("// snippet: ") else { continue }
                 let lines = text.components(separatedBy: "\n")
-                guard
-                    let start = lines.firstIndex(where: {
-                        let line = $0.trimmingCharacters(in: .whitespaces)
-                        return line == marker || line.hasPrefix(marker + " ")
-                    })
-                else { continue }
-                let end = try #require(
-                    lines[start...].firstIndex { $0.trimmingCharacters(in: .whitespaces) == "// end snippet" })
-                return lines[(start + 1)..<end].filter { !$0.hasSuffix("// glue") }
+                for (start, line) in lines.enumerated() {
+                    let trimmed = line.trimmingCharacters(in: .whitespaces)
+                    guard trimmed.hasPrefix("// snippet: ") else { continue }
+                    let name = String(trimmed.dropFirst("// snippet: ".count).prefix { $0 != " " })
+                    guard regions[name] == nil,
+                        let end = lines[start...].firstIndex(where: {
+                            $0.trimmingCharacters(in: .whitespaces) == "// end snippet"
+                        })
+                    else { continue }
+                    regions[name] = lines[(start + 1)..<end].filter { !$0.hasSuffix("// glue") }
+                }
             }
         }
-        return nil
+        return regions
     }
 
     /// A line as compared: without its indentation and trailing blanks.
