@@ -8,8 +8,8 @@ public import ResourceKit
 /// non-blocking: count, or hand the event to a buffer; never wait for I/O in it. Events carry kind names,
 /// labels and scope paths that adapters keep free of user data.
 ///
-/// The default is no sink: an event then costs one uncontended lock acquisition (the measurement log, Benchmarks/History.md
-/// section has "scope + register + close" with and without a counting sink).
+/// The default is no sink: an event then costs one uncontended lock acquisition (the bench's "scope + register +
+/// close" rows with and without a counting sink, `Benchmarks/Results/`).
 public protocol ResourceEventSink: Sendable {
     /// One lifecycle event.
     func receive(_ event: ResourceEvent)

@@ -20,8 +20,8 @@ import Synchronization
 /// }
 /// ```
 ///
-/// When to prefer it: many concurrent queries or sockets, whose tasks mostly wait (the measurement log (Benchmarks/History.md)
-/// has the figures, with the command that reproduces them). Not for blocking or CPU-heavy work (it holds back every
+/// When to prefer it: many concurrent queries or sockets, whose tasks mostly wait (the bench's sharded rows in
+/// `Benchmarks/Results/`). Not for blocking or CPU-heavy work (it holds back every
 /// wait of that reactor: use the cooperative pool or the `BlockingPool`), nor for a single sequential client.
 ///
 /// Cancellation is the reactors' own: a wait on any of them ends the moment its task, handle or scope is cancelled.

@@ -71,7 +71,7 @@ public final class PgBouncerProcess: Sendable {
     public static func inFront<T>(
         of conninfo: String, poolSize: Int = 20, _ body: (String) async throws -> T
     ) async throws -> T {
-        guard let port = conninfo.firstMatch(of: /port=(\d+)/).flatMap({ Int($0.1) }) else {
+        guard let port = SlowCancelRelay.port(of: conninfo) else {
             throw BackgroundProcess.Failure(description: "not a TCP conninfo: \(conninfo)")
         }
         let bouncer = try await start(serverPort: port, password: nil, poolSize: poolSize)
