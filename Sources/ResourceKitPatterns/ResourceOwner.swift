@@ -49,6 +49,9 @@ public final class ResourceOwner: Sendable {
 
     private let state = Locked(State())
     private let shutdownDone = OneShotEvent()
+    /// Set once ``shutdown()`` has taken the running work it will report on: work that finishes after this is
+    /// in the report's ``OwnerShutdownReport/finishedInGrace`` (or later stages); before it, in no list.
+    let shutdownStarted = OneShotEvent()
     private let kind: ResourceKind
 
     /// Creates an owner.
@@ -181,6 +184,7 @@ public final class ResourceOwner: Sendable {
             state.phase = .shuttingDown
             return state.works
         }
+        shutdownStarted.set()
         guard let entries else {
             // A second call waits for the first, whatever happens to this caller.
             try? await shutdownDone.wait(shielded: true)
