@@ -49,10 +49,11 @@ let package = Package(
         .target(
             name: "ResourceKit",
             dependencies: ["CSystemShims"],
-            // Debug builds (and the sanitizer passes) resume checked continuations and lock a cell with the
-            // pthread mutex the thread sanitizer sees; release builds use unsafe continuations and an inline
-            // `Mutex`: see `WaiterContinuation` and `InlineStateLock`.
-            swiftSettings: runtime + [.define("RESOURCEKIT_CHECKED_SYNCHRONIZATION", .when(configuration: .debug))]
+            // Every build resumes unsafe continuations and locks a cell with an inline `Mutex`, the
+            // synchronisation that ships, so the suite runs it too. The sanitizer passes (Scripts/test
+            // --sanitize=...) pass -DRESOURCEKIT_CHECKED_SYNCHRONIZATION for checked continuations and the
+            // pthread mutex the thread sanitizer sees: see `WaiterContinuation` and `InlineStateLock`.
+            swiftSettings: runtime
         ),
         // The I/O runtime: the epoll reactor, the blocking pool, guarded descriptors, Syscall, byte streams.
         .target(

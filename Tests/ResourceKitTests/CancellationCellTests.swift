@@ -7,6 +7,16 @@ import Testing
 
 /// The cell through real threads.
 @Suite struct CancellationCellTests {
+    /// The suite runs the synchronisation that ships (an unsafe continuation per wait); only a sanitizer pass, which
+    /// `Scripts/test --sanitize=...` builds with `RESOURCEKIT_CHECKED_SYNCHRONIZATION`, runs the checked one.
+    @Test func theSuiteRunsTheSynchronisationThatShips() {
+        #if RESOURCEKIT_CHECKED_SYNCHRONIZATION
+        #expect(WaiterContinuation<Int>.self == CheckedContinuation<Int, any Error>.self)
+        #else
+        #expect(WaiterContinuation<Int>.self == UnsafeContinuation<Int, any Error>.self)
+        #endif
+    }
+
     /// A callback that fires before `run` (a library that answers at once) delivers its result: `run` returns it
     /// and never calls `start` (it used to trap with "suspend called twice").
     @Test func aResultDeliveredBeforeRunIsReturnedByRun() async throws {
