@@ -4,9 +4,10 @@ import ResourceKit
 /// is cleaned before anyone sees it, when a waiter leaves. Tested without I/O (`PoolStateMachineTests`);
 /// ``PostgresPool`` performs the actions after releasing its lock.
 ///
-/// Waiters: a waiter this machine hands out (``ReleaseAction/handOver(_:_:)``, ``slotFreed()``,
-/// ``cancel(id:reason:asked:)``, ``openFailed()``, ``close()``) has left the queue in the same step, so each is
-/// handed out exactly once and the pool resumes it without asking whether it is still there. A cancel and a
+/// Waiters park in a `WaiterQueue` (the core's one queue of cancellable waiters): a waiter this machine hands out
+/// (``ReleaseAction/handOver(_:_:)``, ``slotFreed()``, ``cancel(id:reason:asked:)``, ``openFailed()``, ``close()``)
+/// has left the queue in the same step, so each is handed out exactly once and the pool resumes it without asking
+/// whether it is still there; a cancel that reaches a lease before it asked is kept for its ask. A cancel and a
 /// handover at the same instant are ordered by the pool's lock: the waiter either leaves the queue (cancelled)
 /// or gets the connection (the cancel came after; its next query sees it).
 ///
@@ -20,11 +21,8 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     /// Connections being cleaned (drain, cancel, rollback) after their lessee returned them.
     private(set) var resetting = 0
     let capacity: Int
-    private(set) var waiters: [(id: UInt64, waiter: Waiter)] = []
+    private(set) var waiters = WaiterQueue<Waiter>()
     private(set) var closed = false
-    /// Cancels that reached a lease before it asked to queue (``cancel(id:reason:asked:)``): the lease finds its
-    /// reason when it asks (``lease(id:waiter:)``). Empty but for that instant.
-    private(set) var cancelledBeforeAsking: [UInt64: CancellationReason] = [:]
 
     init(capacity: Int) { self.capacity = max(1, capacity) }
 
@@ -53,9 +51,9 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     }
 
     mutating func lease(id: UInt64, waiter: Waiter) -> LeaseAction {
-        if let reason = cancelledBeforeAsking.removeValue(forKey: id) { return .cancelled(reason) }
+        if let reason = waiters.takeCancellation(of: id) { return .cancelled(reason) }
         if let action = leaseWithoutWaiting() { return action }
-        waiters.append((id, waiter))
+        waiters.append(waiter, id: id)
         return .wait
     }
 
@@ -79,14 +77,14 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         }
         switch returned {
         case .clean:
-            if !waiters.isEmpty { return .handOver(connection, waiters.removeFirst().waiter) }
+            if let waiter = waiters.popFirst() { return .handOver(connection, waiter) }
             idle.append(connection)
             return .keepIdle
         case .needsReset:
             resetting += 1
             return .reset(connection)
         case .broken:
-            if !waiters.isEmpty { return .closeAndOpenFor(connection, waiters.removeFirst().waiter) }
+            if let waiter = waiters.popFirst() { return .closeAndOpenFor(connection, waiter) }
             total -= 1
             return .close(connection)
         }
@@ -100,7 +98,7 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
 
     /// A slot was given up (an open failed, its lessee left). The first waiter gets it, or it is freed.
     mutating func slotFreed() -> Waiter? {
-        if !closed, !waiters.isEmpty { return waiters.removeFirst().waiter }
+        if !closed, let waiter = waiters.popFirst() { return waiter }
         total -= 1
         return nil
     }
@@ -108,8 +106,7 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     /// Opening a connection failed (the server is unreachable or silent): every parked waiter leaves the queue,
     /// to be failed with that error rather than repeat the attempt one slot at a time.
     mutating func openFailed() -> [Waiter] {
-        defer { waiters = [] }
-        return waiters.map(\.waiter)
+        waiters.removeAll()
     }
 
     /// Lease `id` was cancelled. `asked`: the lease has called ``lease(id:waiter:)`` already. If it is parked it
@@ -117,12 +114,8 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     /// slot, the cancel came after that and changes nothing (`nil`). A lease that has not asked yet finds the
     /// reason when it does. Only the first reason counts.
     mutating func cancel(id: UInt64, reason: CancellationReason, asked: Bool) -> Waiter? {
-        guard asked else {
-            if cancelledBeforeAsking[id] == nil { cancelledBeforeAsking[id] = reason }
-            return nil
-        }
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
-        return waiters.remove(at: index).waiter
+        guard case .removed(let waiter) = waiters.cancel(id, reason: reason, asked: asked) else { return nil }
+        return waiter
     }
 
     /// Closes the pool: idle connections and parked waiters are returned to be closed and failed.
@@ -131,9 +124,8 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         defer {
             total -= idle.count
             idle = []
-            waiters = []
         }
-        return (idle, waiters.map(\.waiter))
+        return (idle, waiters.removeAll())
     }
 }
 

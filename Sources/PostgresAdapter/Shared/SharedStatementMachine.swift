@@ -10,7 +10,9 @@ import ResourceKit
 /// caller parks on; `Wire` names a driver's batch on the wire (its connection and query), for a cancel.
 ///
 /// Every waiter leaves the machine in the step that hands it out (resumed, refused, cancelled), so the pool
-/// resumes each exactly once without asking whether it is still there.
+/// resumes each exactly once without asking whether it is still there. Queued statements park in a `WaiterQueue`
+/// (the core's one queue of cancellable waiters, as the pool's leases do), which also keeps a cancel that reached a
+/// statement before it was submitted.
 struct SharedStatementMachine<Waiter, Wire> {
     typealias EntryID = UInt64
     typealias DriverID = UInt64
@@ -60,13 +62,11 @@ struct SharedStatementMachine<Waiter, Wire> {
     let depth: Int
     /// The most drivers at once (the pool's connections).
     let maxDrivers: Int
-    private(set) var pending: [Entry] = []
+    private(set) var pending = WaiterQueue<Entry>()
     private var sent: [EntryID: Sent] = [:]
     private var drivers: [DriverID: Driver] = [:]
     private var nextDriver: DriverID = 0
     private(set) var closed = false
-    /// Cancels that reached a statement before it was submitted: it finds its reason when it is.
-    private var cancelledBeforeSubmitting: [EntryID: CancellationReason] = [:]
 
     init(depth: Int, maxDrivers: Int) {
         self.depth = max(1, depth)
@@ -91,9 +91,9 @@ struct SharedStatementMachine<Waiter, Wire> {
 
     /// A caller submits a statement.
     mutating func submit(_ entry: Entry) -> SubmitAction {
-        if let reason = cancelledBeforeSubmitting.removeValue(forKey: entry.id) { return .cancelled(reason) }
+        if let reason = pending.takeCancellation(of: entry.id) { return .cancelled(reason) }
         if closed { return .refuseClosed }
-        pending.append(entry)
+        pending.append(entry, id: entry.id)
         return startDriverIfNeeded().map(SubmitAction.startDriver) ?? .queued
     }
 
@@ -119,9 +119,7 @@ struct SharedStatementMachine<Waiter, Wire> {
     mutating func takeBatch(_ driver: DriverID, lesseesWaiting: Bool) -> TakeAction {
         guard drivers[driver] != nil else { return .stop(replacement: nil) }
         if pending.isEmpty || closed || lesseesWaiting { return .stop(replacement: driverStopped(driver)) }
-        let count = min(depth, pending.count)
-        let batch = Array(pending.prefix(count))
-        pending.removeFirst(count)
+        let batch = pending.popFirst(depth)
         drivers[driver] = Driver(idle: false, taken: batch)
         return .send(batch)
     }
@@ -190,7 +188,7 @@ struct SharedStatementMachine<Waiter, Wire> {
         {
             var again = sentRecord.entry
             again.resends += 1
-            pending.insert(again, at: 0)
+            pending.prepend([(again.id, again)])
             return (.sentAgain(startDriver: startDriverIfNeeded()), cancel)
         }
         return (.resume(sentRecord.entry.waiter, outcome), cancel)
@@ -211,7 +209,7 @@ struct SharedStatementMachine<Waiter, Wire> {
             failed.append(record.entry.waiter)
         }
         if let record = drivers[driver] {
-            pending.insert(contentsOf: record.taken, at: 0)  // never written (the batch ended before its write)
+            pending.prepend(record.taken.map { ($0.id, $0) })  // never written (the batch ended before its write)
             drivers[driver] = Driver()
         }
         return failed
@@ -225,7 +223,7 @@ struct SharedStatementMachine<Waiter, Wire> {
         record.taken = []
         record.order = []
         drivers[driver] = record
-        pending.insert(contentsOf: back, at: 0)
+        pending.prepend(back.map { ($0.id, $0) })
     }
 
     /// Driver `driver` stopped (nothing queued, a lessee waits, the pool closed, or its connection failed).
@@ -241,8 +239,7 @@ struct SharedStatementMachine<Waiter, Wire> {
     mutating func driverFailed(_ driver: DriverID) -> [Waiter] {
         drivers[driver] = nil
         guard drivers.isEmpty else { return [] }
-        defer { pending = [] }
-        return pending.map(\.waiter)
+        return pending.removeAll().map(\.waiter)
     }
 
     enum CancelAction {
@@ -263,8 +260,10 @@ struct SharedStatementMachine<Waiter, Wire> {
     /// The caller of statement `id` was cancelled. `submitted`: whether it submitted already (else the reason is
     /// kept until it does, and it is refused then).
     mutating func cancel(_ id: EntryID, reason: CancellationReason, submitted: Bool) -> CancelAction {
-        if let index = pending.firstIndex(where: { $0.id == id }) {
-            return .resume(pending.remove(at: index).waiter)
+        switch pending.cancel(id, reason: reason, asked: submitted) {
+        case .removed(let entry): return .resume(entry.waiter)
+        case .remembered: return .none
+        case .notParked: break
         }
         for (driverID, var driver) in drivers {
             guard let index = driver.taken.firstIndex(where: { $0.id == id }) else { continue }
@@ -280,7 +279,6 @@ struct SharedStatementMachine<Waiter, Wire> {
             driver.cancelSent = true
             return .resumeAndCancel(record.entry.waiter, wire)
         }
-        if !submitted { cancelledBeforeSubmitting[id] = reason }
         return .none
     }
 
@@ -288,8 +286,7 @@ struct SharedStatementMachine<Waiter, Wire> {
     /// ones still get their outcome, and drivers stop after their batch.
     mutating func close() -> [Waiter] {
         closed = true
-        defer { pending = [] }
-        return pending.map(\.waiter)
+        return pending.removeAll().map(\.waiter)
     }
 }
 

@@ -24,7 +24,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     @usableFromInline typealias Waiter = CancellationWaiter
     private typealias Machine = CancellationStateMachine<Waiter>
 
-    /// The cell's state, behind a lock held inline in release builds: see ``InlineStateLock``.
+    /// The cell's state, behind a lock held inline: see ``InlineStateLock``.
     private let inner = InlineStateLock(CancellationCellState())
 
     /// Creates a cell for one operation. A cell runs at most once.

@@ -13,9 +13,12 @@
 /// try await drained.wait(deadline: .now + .seconds(1))
 /// ```
 public final class OneShotEvent: Sendable {
+    /// Waiters park in a ``WaiterQueue`` (numbered by their cell's identity, unique while it is parked). Each is a
+    /// ``CancellationCell``, whose `onCancel` runs only after `start` returned (after it parked), so a cancel
+    /// always finds it asked: the queue never keeps a reason for it.
     private struct State: Sendable {
         var isSet = false
-        var waiters: [ObjectIdentifier: CancellationCell<Void>] = [:]
+        var waiters = WaiterQueue<CancellationCell<Void>>()
     }
 
     private let state = Locked(State())
@@ -31,8 +34,7 @@ public final class OneShotEvent: Sendable {
         let waiters = state.withLock { state -> [CancellationCell<Void>] in
             guard !state.isSet else { return [] }
             state.isSet = true
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
+            return state.waiters.removeAll()
         }
         for waiter in waiters { waiter.succeed(()) }
     }
@@ -44,16 +46,17 @@ public final class OneShotEvent: Sendable {
     public func wait(deadline: ContinuousClock.Instant? = nil, shielded: Bool = false) async throws {
         if isSet { return }
         let cell = CancellationCell<Void>()
-        let key = ObjectIdentifier(cell)
+        let id = WaiterQueue<CancellationCell<Void>>.ID(UInt(bitPattern: ObjectIdentifier(cell)))
         try await cell.run(
             deadline: deadline, shielded: shielded,
-            onCancel: { [weak self] _ in
-                _ = self?.state.withLock { $0.waiters.removeValue(forKey: key) }
+            onCancel: { [weak self] reason in
+                // Dropped, not resumed: the cell has resumed its waiter with the reason already.
+                _ = self?.state.withLock { $0.waiters.cancel(id, reason: reason, asked: true) }
             }
         ) { cell in
             let alreadySet = state.withLock { state -> Bool in
                 if state.isSet { return true }
-                state.waiters[key] = cell
+                state.waiters.append(cell, id: id)
                 return false
             }
             if alreadySet { cell.succeed(()) }

@@ -39,7 +39,7 @@ public final class ResourceRegistry: Sendable {
         }
     }
 
-    /// Held inline in release builds: see ``InlineStateLock`` (two round trips per registered resource).
+    /// Held inline: see ``InlineStateLock`` (two round trips per registered resource).
     private let state = InlineStateLock(State())
     /// Closes of abandoned resources, running until they end (a snapshot's `backgroundCloses`).
     private let closes = OwnedTasks()

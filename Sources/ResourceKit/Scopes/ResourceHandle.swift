@@ -61,7 +61,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         var owner: ResourceScope?
     }
 
-    /// Held inline in release builds: see ``InlineStateLock``.
+    /// Held inline: see ``InlineStateLock``.
     private let state: InlineStateLock<State>
     /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline(timed:)``).
     let closesInline: Bool

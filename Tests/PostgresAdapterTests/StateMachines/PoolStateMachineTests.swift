@@ -28,7 +28,7 @@ import ResourceKit
             return
         }
         #expect(machine.total == 2)
-        #expect(machine.waiters.map(\.waiter) == ["c"])
+        #expect(machine.waiters.waiters == ["c"])
     }
 
     /// The lease that takes no waiter (the pool's path without a cell) hands out idle connections and free slots,
@@ -148,7 +148,7 @@ import ResourceKit
         }
         #expect(reason == .cancelled)  // the first reason counts
         #expect(machine.waiters.isEmpty)
-        #expect(machine.cancelledBeforeAsking.isEmpty)
+        #expect(machine.waiters.remembered == 0)
         #expect(machine.total == 1)
     }
 
@@ -163,7 +163,7 @@ import ResourceKit
         }
         #expect(handed === connection && waiter == "b")
         #expect(machine.cancel(id: 2, reason: .cancelled, asked: true) == nil)
-        #expect(machine.cancelledBeforeAsking.isEmpty)
+        #expect(machine.waiters.remembered == 0)
         #expect(machine.waiters.isEmpty)
         #expect(machine.idle.isEmpty)
     }

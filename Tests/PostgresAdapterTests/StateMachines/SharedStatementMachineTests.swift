@@ -215,7 +215,7 @@ import Testing
             Issue.record("b and c were stopped by the pool's cancel")
             return
         }
-        #expect(machine.pending.map(\.waiter) == ["c", "b"], "each sent again at the front of the queue")
+        #expect(machine.pending.waiters.map(\.waiter) == ["c", "b"], "each sent again at the front of the queue")
     }
 
     /// A `57014` of another statement of a batch whose cancel went out is that cancel's: the statement is sent
@@ -229,8 +229,8 @@ import Testing
             Issue.record("expected b to be sent again")
             return
         }
-        #expect(machine.pending.map(\.waiter) == ["b", "c"], "sent again ahead of what waited")
-        #expect(machine.pending.first?.resends == 1)
+        #expect(machine.pending.waiters.map(\.waiter) == ["b", "c"], "sent again ahead of what waited")
+        #expect(machine.pending.waiters.first?.resends == 1)
     }
 
     /// A statement already sent again `maxResends` times: its next `57014` goes to its caller.
@@ -275,7 +275,7 @@ import Testing
             return
         }
         #expect(machine.driverCount == 1)
-        #expect(machine.pending.map(\.waiter) == ["b"])
+        #expect(machine.pending.waiters.map(\.waiter) == ["b"])
     }
 
     /// A batch that ended without every outcome (its connection failed) hands back the unanswered waiters.
@@ -294,7 +294,7 @@ import Testing
         machine.batchNotSent(1)
         let unanswered = machine.batchEnded(1)
         #expect(unanswered.isEmpty)
-        #expect(machine.pending.map(\.waiter) == ["a", "b", "c"])
+        #expect(machine.pending.waiters.map(\.waiter) == ["a", "b", "c"])
         let replacement = machine.driverStopped(1)
         #expect(replacement == 2)
     }

@@ -1,0 +1,90 @@
+/// Waiters parked in arrival order under their owner's lock: the one queue behind every cancellable wait that is
+/// not a single ``CancellationCell`` (a pool's queued leases, its shared statements, a ``OneShotEvent``'s
+/// waiters). A value: its owner holds it inside its own state machine and lock, decides there, and resumes what it
+/// is handed after releasing the lock (Docs/Architecture.md, "State machines and their owners").
+///
+/// Three promises, each tested without I/O (`WaiterQueueTests`):
+/// - **An id made before the handler.** A waiter is numbered before its task's cancellation handler is installed,
+///   so a cancel can name it whether or not it has parked yet.
+/// - **Cancel before ask is remembered.** A cancel that reaches a waiter that has not asked yet is kept, and the
+///   waiter finds it when it asks (``takeCancellation(of:)``), instead of parking for ever.
+/// - **Every waiter is handed out exactly once.** Whatever returns a waiter (``popFirst()``, ``popFirst(_:)``,
+///   ``cancel(_:reason:asked:)``, ``removeAll()``) removes it in the same step, so the owner resumes it without
+///   asking whether it is still there.
+///
+/// Whether a waiter has asked is the owner's to say (`asked`): it marks it under the same lock as the ask, because
+/// a waiter served at once never parks, and the queue must not keep a reason for it.
+package struct WaiterQueue<Waiter> {
+    package typealias ID = UInt64
+
+    private var parked: [(id: ID, waiter: Waiter)] = []
+    /// Cancels that reached a waiter before it asked; empty but for that instant.
+    private var cancelledBeforeAsking: [ID: CancellationReason] = [:]
+
+    package init() {}
+
+    package var isEmpty: Bool { parked.isEmpty }
+    package var count: Int { parked.count }
+    /// The parked waiters, first first (for inspection: they stay parked).
+    package var waiters: [Waiter] { parked.map(\.waiter) }
+    /// Reasons kept for waiters that have not asked yet (for tests: `0` once every waiter asked).
+    package var remembered: Int { cancelledBeforeAsking.count }
+
+    /// Waiter `id` asks: the reason of a cancel that reached it before, if any (it must not park then; the reason is
+    /// forgotten here), else `nil`.
+    package mutating func takeCancellation(of id: ID) -> CancellationReason? {
+        guard !cancelledBeforeAsking.isEmpty else { return nil }
+        return cancelledBeforeAsking.removeValue(forKey: id)
+    }
+
+    /// Parks `waiter` last.
+    package mutating func append(_ waiter: Waiter, id: ID) {
+        parked.append((id, waiter))
+    }
+
+    /// Parks `waiters` first, in their order (work that goes back to the front of the queue).
+    package mutating func prepend(_ waiters: [(id: ID, waiter: Waiter)]) {
+        parked.insert(contentsOf: waiters, at: 0)
+    }
+
+    /// The first waiter, which leaves the queue.
+    package mutating func popFirst() -> Waiter? {
+        parked.isEmpty ? nil : parked.removeFirst().waiter
+    }
+
+    /// Up to `count` waiters from the front, which leave the queue.
+    package mutating func popFirst(_ count: Int) -> [Waiter] {
+        let taken = min(max(0, count), parked.count)
+        defer { parked.removeFirst(taken) }
+        return parked.prefix(taken).map(\.waiter)
+    }
+
+    /// Every parked waiter, first first; the queue is left empty.
+    package mutating func removeAll() -> [Waiter] {
+        defer { parked = [] }
+        return parked.map(\.waiter)
+    }
+
+    /// What a cancel of one waiter found.
+    package enum CancelOutcome {
+        /// It was parked and has left the queue: resume it with the reason's error.
+        case removed(Waiter)
+        /// It has not asked yet: the reason is kept for its ask (the first reason counts).
+        case remembered
+        /// It asked and is not parked: it was handed out before the cancel (or was never parked here).
+        case notParked
+    }
+
+    /// Waiter `id` was cancelled. `asked`: it has asked already (marked by the owner under the lock it asks under).
+    package mutating func cancel(_ id: ID, reason: CancellationReason, asked: Bool) -> CancelOutcome {
+        guard asked else {
+            if cancelledBeforeAsking[id] == nil { cancelledBeforeAsking[id] = reason }
+            return .remembered
+        }
+        guard let index = parked.firstIndex(where: { $0.id == id }) else { return .notParked }
+        return .removed(parked.remove(at: index).waiter)
+    }
+}
+
+extension WaiterQueue: Sendable where Waiter: Sendable {}
+extension WaiterQueue.CancelOutcome: Sendable where Waiter: Sendable {}
