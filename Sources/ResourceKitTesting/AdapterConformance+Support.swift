@@ -136,7 +136,7 @@ extension AdapterConformance {
         await Task {
             let started = ContinuousClock.now
             while true {
-                let answer = await ResourceScope.$current.withValue(nil) {
+                let answer = await withoutResourceScope {
                     do { return Result<Bool, any Error>.success(try await probe(resource)) } catch {
                         return .failure(error)
                     }

@@ -18,7 +18,8 @@ import Testing
         let group = IOReactorGroup(count: 2, name: "test.shards.local")
         defer { group.shutdown() }
         let pool = try PostgresShardedPool(
-            conninfo: conninfo, maxConnections: 4, reactors: group, registry: registry, cancelFastPath: false)
+            conninfo: conninfo, maxConnections: 4, reactors: group,
+            configuration: .init(registry: registry, cancelFastPath: false))
         let (answers, strays) = try await withThrowingTaskGroup(of: (Int, Int).self) { tasks in
             for task in 0..<8 {
                 let reactor = group.reactors[task % 2]
@@ -59,7 +60,8 @@ import Testing
         let group = IOReactorGroup(count: 2, name: "test.shards.shared")
         defer { group.shutdown() }
         let pool = try PostgresShardedPool(
-            conninfo: conninfo, maxConnections: 4, reactors: group, registry: registry, cancelFastPath: false)
+            conninfo: conninfo, maxConnections: 4, reactors: group,
+            configuration: .init(registry: registry, cancelFastPath: false))
         let reactor = group.reactors[0]
         let (answers, strays) = try await withThrowingTaskGroup(of: (Int, Int).self) { tasks in
             for task in 0..<16 {
@@ -92,7 +94,8 @@ import Testing
         let group = IOReactorGroup(count: 2, name: "test.shards.cancel")
         defer { group.shutdown() }
         let pool = try PostgresShardedPool(
-            conninfo: conninfo, maxConnections: 2, reactors: group, registry: registry, cancelFastPath: false)
+            conninfo: conninfo, maxConnections: 2, reactors: group,
+            configuration: .init(registry: registry, cancelFastPath: false))
         let shard = pool.shards[0]
         let reactor = group.reactors[0]
         let sleeper = Task(executorPreference: reactor) {
@@ -122,7 +125,8 @@ import Testing
     }
 
     /// The split needs no server (connections open lazily): the first shards take the remainder, never more
-    /// shards than connections, a count below one means one; a malformed conninfo is refused with a typed error.
+    /// shards than connections, a count below one means one; every shard gets the configuration; a malformed
+    /// conninfo is refused with a typed error.
     @Test func theConnectionsAreSplitOverTheShardsAndBadInputIsRefused() throws {
         let group = IOReactorGroup(count: 2, name: "test.shards.split")
         defer { group.shutdown() }
@@ -130,12 +134,20 @@ import Testing
         let cases: [(Int, [Int])] = [(5, [3, 2]), (4, [2, 2]), (1, [1]), (0, [1]), (-3, [1])]
         for (requested, split) in cases {
             let pool = try PostgresShardedPool(
-                conninfo: conninfo, maxConnections: requested, reactors: group, registry: ResourceRegistry(),
-                cancelFastPath: false)
+                conninfo: conninfo, maxConnections: requested, reactors: group,
+                configuration: .init(registry: ResourceRegistry(), cancelFastPath: false))
             #expect(pool.shards.map(\.maxConnections) == split, "maxConnections \(requested)")
             #expect(pool.maxConnections == split.reduce(0, +))
             #expect(pool.currentShard == nil)
         }
+        // Every shard runs on the one configuration, the pipeline depth included.
+        let configured = try PostgresShardedPool(
+            conninfo: conninfo, maxConnections: 4, reactors: group,
+            configuration: .init(
+                registry: ResourceRegistry(), cancelFastPath: false, connectTimeout: .seconds(3), pipelineDepth: 3))
+        #expect(configured.shards.map { $0.shared.withLock(\.depth) } == [3, 3])
+        #expect(configured.shards.map(\.connectTimeout) == [.seconds(3), .seconds(3)])
+        #expect(configured.shards.allSatisfy { $0.cancelChannel == nil })
         #expect {
             _ = try PostgresShardedPool(
                 conninfo: "host=127.0.0.1 password=s3cret port", maxConnections: 4, reactors: group)

@@ -39,7 +39,7 @@ public final class PostgresPool: Sendable {
     typealias SharedMachine = SharedStatementMachine<WaiterContinuation<PostgresResult>, SharedWire>
 
     /// A queued lease's continuation: the machine hands each waiter out exactly once (it leaves the queue in the
-    /// same step), so it is the core's ``WaiterContinuation`` (unsafe in release builds, checked in debug ones).
+    /// same step), so it is the core's ``WaiterContinuation`` (unsafe; checked in the sanitizer passes).
     private typealias LeaseWaiter = WaiterContinuation<Grant>
 
     /// What a waiter is handed.
@@ -55,25 +55,60 @@ public final class PostgresPool: Sendable {
     private let conninfo: String
     /// The most connections open at once (the control connection of the fast path is not counted).
     public let maxConnections: Int
-    private let registry: ResourceRegistry
+    /// How the pool runs its connections, as given to `init`.
+    public let configuration: Configuration
+    private var registry: ResourceRegistry { configuration.registry }
     let reactor: IOReactor
     private let machine: Locked<Machine>
     /// The shared statements' queue and drivers (``execute(_:_:)``).
     let shared: Locked<SharedMachine>
     let nextID = Atomic<UInt64>(0)
-    private let onNotice: (@Sendable (PostgresNotice) -> Void)?
+    private var onNotice: (@Sendable (PostgresNotice) -> Void)? { configuration.onNotice }
     let background = OwnedTasks()
     private let occupancyChanges = Broadcast<PoolOccupancy>()
     /// The fast-path channel (`nil` when off).
     public let cancelChannel: PostgresCancelChannel?
     /// What each connection's server session is asked for (``PostgresSessionOptions``).
-    public let session: PostgresSessionOptions
+    public var session: PostgresSessionOptions { configuration.session }
     /// Each host attempt's bound when the conninfo sets no `connect_timeout` (libpq's meaning: per host).
-    public let connectTimeout: Duration
+    public var connectTimeout: Duration { configuration.connectTimeout }
     /// Which path each cancel of the pool's connections took.
     public let cancelStatistics = PostgresCancelStatistics()
 
     /// Creates a pool; connections open lazily.
+    /// - Parameters:
+    ///   - conninfo: a conninfo string or a `postgres://` URL, used for every connection.
+    ///   - maxConnections: the most connections open at once.
+    ///   - reactor: the reactor the connections wait on.
+    ///   - configuration: the registry, the cancel fast path, the session, the connect timeout, the pipeline depth
+    ///     and the notice handler (``Configuration``).
+    /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
+    public init(
+        conninfo: String, maxConnections: Int, reactor: IOReactor = .shared, configuration: Configuration
+    ) throws {
+        _ = try ConnectionInfo(conninfo)
+        self.configuration = configuration
+        self.conninfo = conninfo
+        self.maxConnections = max(1, maxConnections)
+        self.reactor = reactor
+        self.machine = Locked(Machine(capacity: max(1, maxConnections)))
+        self.shared = Locked(
+            SharedMachine(depth: configuration.pipelineDepth, maxDrivers: max(1, maxConnections)))
+        if configuration.cancelFastPath {
+            cancelChannel = PostgresCancelChannel { [conninfo, reactor, configuration] in
+                try await PostgresConnection.connect(
+                    conninfo, in: nil,
+                    configuration: .init(
+                        registry: configuration.registry, reactor: reactor,
+                        connectTimeout: configuration.connectTimeout, onNotice: configuration.onNotice))
+            }
+        } else {
+            cancelChannel = nil
+        }
+    }
+
+    /// Creates a pool; connections open lazily. The same as ``init(conninfo:maxConnections:reactor:configuration:)``
+    /// with the configuration's values given one by one.
     /// - Parameters:
     ///   - conninfo: a conninfo string or a `postgres://` URL, used for every connection.
     ///   - maxConnections: the most connections open at once.
@@ -87,7 +122,7 @@ public final class PostgresPool: Sendable {
     ///   - pipelineDepth: the most statements of ``execute(_:_:)`` sent on one connection at a time (at least 1).
     ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
     /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
-    public init(
+    public convenience init(
         conninfo: String,
         maxConnections: Int,
         registry: ResourceRegistry = .shared,
@@ -98,26 +133,11 @@ public final class PostgresPool: Sendable {
         pipelineDepth: Int = 8,
         onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
     ) throws {
-        self.session = session
-        self.connectTimeout = connectTimeout
-        _ = try ConnectionInfo(conninfo)
-        self.conninfo = conninfo
-        self.maxConnections = max(1, maxConnections)
-        self.registry = registry
-        self.reactor = reactor
-        self.onNotice = onNotice
-        self.machine = Locked(Machine(capacity: max(1, maxConnections)))
-        self.shared = Locked(SharedMachine(depth: pipelineDepth, maxDrivers: max(1, maxConnections)))
-        if cancelFastPath {
-            cancelChannel = PostgresCancelChannel { [conninfo, registry, reactor, onNotice] in
-                try await PostgresConnection.connect(
-                    conninfo, in: nil,
-                    configuration: .init(
-                        registry: registry, reactor: reactor, connectTimeout: connectTimeout, onNotice: onNotice))
-            }
-        } else {
-            cancelChannel = nil
-        }
+        try self.init(
+            conninfo: conninfo, maxConnections: maxConnections, reactor: reactor,
+            configuration: Configuration(
+                registry: registry, cancelFastPath: cancelFastPath, session: session, connectTimeout: connectTimeout,
+                pipelineDepth: pipelineDepth, onNotice: onNotice))
     }
 
     /// Whether a task is queued for a connection of its own (``withConnection(_:)``).

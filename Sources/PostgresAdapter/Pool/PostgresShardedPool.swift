@@ -1,4 +1,4 @@
-public import ResourceKit
+import ResourceKit
 public import ResourceKitIO
 import Synchronization
 
@@ -44,21 +44,14 @@ public final class PostgresShardedPool: Sendable {
     ///   - conninfo: a conninfo string or a `postgres://` URL, used for every connection.
     ///   - maxConnections: the most connections open at once, over all shards (at least one per shard).
     ///   - reactors: the group whose reactors the shards wait on.
-    ///   - registry: where every shard's connections are recorded.
-    ///   - cancelFastPath: as for ``PostgresPool``, per shard (each keeps its own control connection).
-    ///   - session: what each connection's server session is asked for (``PostgresSessionOptions``).
-    ///   - connectTimeout: as for ``PostgresPool``.
-    ///   - onNotice: receives every connection's notices (see ``PostgresNotice``); `nil`: registry events.
+    ///   - configuration: every shard's (``PostgresPool/Configuration``): with `cancelFastPath`, each shard keeps
+    ///     its own control connection; `pipelineDepth` is per connection, as in a single pool.
     /// - Throws: ``PostgresError/Code/invalidConfiguration`` for a malformed conninfo or URL.
     public init(
         conninfo: String,
         maxConnections: Int,
         reactors: IOReactorGroup = .shared,
-        registry: ResourceRegistry = .shared,
-        cancelFastPath: Bool = true,
-        session: PostgresSessionOptions = PostgresSessionOptions(),
-        connectTimeout: Duration = .seconds(10),
-        onNotice: (@Sendable (PostgresNotice) -> Void)? = nil
+        configuration: PostgresPool.Configuration = .init()
     ) throws {
         let total = max(1, maxConnections)
         let count = min(reactors.count, total)
@@ -66,8 +59,7 @@ public final class PostgresShardedPool: Sendable {
         shards = try (0..<count).map { index in
             try PostgresPool(
                 conninfo: conninfo, maxConnections: total / count + (index < total % count ? 1 : 0),
-                registry: registry, reactor: reactors.reactors[index], cancelFastPath: cancelFastPath,
-                session: session, connectTimeout: connectTimeout, onNotice: onNotice)
+                reactor: reactors.reactors[index], configuration: configuration)
         }
     }
 

@@ -14,8 +14,9 @@
 /// scope does not own the resource (a pooled connection, one an outer scope owns, a pool's wait for a free
 /// connection). Cancelling the scope (``cancel()``, a parent's cancel, its deadline) then stops that operation at
 /// the operation level, with the scope's reason, and the resource lives on. Unstructured tasks inherit the
-/// scope with the other task-locals; background work a resource owns must not (start it with
-/// `ResourceScope.$current.withValue(nil)`, or through `ResourceOwner`).
+/// scope with the other task-locals; background work a resource owns must not (start it inside
+/// ``withoutResourceScope(_:)``, which clears the scope and the enclosing operation both, or through
+/// `ResourceOwner`).
 ///
 /// What a scope does *not* do: it cannot interrupt awaits that do not go through ResourceKit (a plain
 /// `Task.sleep` in the body keeps sleeping after ``cancel()``); call ``checkCancellation()`` between steps, or
@@ -49,7 +50,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         var deadlineTimer: DeadlineTimerID?
     }
 
-    /// Held inline in release builds: see ``InlineStateLock``.
+    /// Held inline: see ``InlineStateLock``.
     private let state = InlineStateLock(State())
 
     @usableFromInline

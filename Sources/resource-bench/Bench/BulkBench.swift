@@ -77,7 +77,8 @@ enum BulkBench {
             + shared.map { Concurrency(tasks: $0, placement: .shared) }
             + sharded.map { Concurrency(tasks: $0, placement: .shardedShared) }
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
-        let shardedPool = try PostgresShardedPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
+        let shardedPool = try PostgresShardedPool(
+            conninfo: conninfo, maxConnections: 16, configuration: .init(registry: ResourceRegistry()))
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
         try await warm(pool, connections: 16)
         for shard in shardedPool.shards { try await warm(shard, connections: shard.maxConnections) }

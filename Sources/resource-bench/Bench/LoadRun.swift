@@ -44,7 +44,8 @@ extension Bench {
                 let group = IOReactorGroup(count: reactors, name: "rk.bench")
                 defer { group.shutdown() }
                 let pool = try PostgresShardedPool(
-                    conninfo: conninfo, maxConnections: 16, reactors: group, registry: ResourceRegistry())
+                    conninfo: conninfo, maxConnections: 16, reactors: group,
+                    configuration: .init(registry: ResourceRegistry()))
                 do {
                     for shard in pool.shards { try await BulkBench.warm(shard, connections: shard.maxConnections) }
                     let (qps, cpu) = try await BulkBench.measure(queries: queries) {
