@@ -29,23 +29,15 @@ public final class PostgresCancelChannel: Sendable {
         case notDelivered
     }
 
-    private struct State: Sendable {
-        var control: PostgresConnection?
-        var server: PostgresServerIdentity?
-        var busy = false
-        var disabled = false
-        var closed = false
-        var reconnecting = false
-        var nextReconnect: ContinuousClock.Instant = .now
-        var backoff: Duration = .milliseconds(100)
-    }
+    private typealias Machine = CancelChannelStateMachine<PostgresConnection, PostgresServerIdentity>
 
     private static let statement = """
         SELECT pg_cancel_backend(a.pid) FROM pg_stat_get_activity($1) AS a \
         WHERE (extract(epoch FROM a.backend_start) * 1000000)::int8 = $2
         """
 
-    private let state = Locked(State())
+    /// The channel's decisions (``CancelChannelStateMachine``), made under this lock and acted on after it.
+    private let state: Locked<Machine>
 
     /// The control connection's sockets, if it is open.
     var controlDescriptors: [Int32] { state.withLock { $0.control }?.ownedDescriptors ?? [] }
@@ -56,16 +48,15 @@ public final class PostgresCancelChannel: Sendable {
     /// ``close()``. A control connection that dies is not replaced (there is no way to reconnect).
     public init(control: PostgresConnection) {
         reconnect = nil
-        state.withLock { state in
-            state.control = control
-            state.server = control.backendIdentity?.server
-        }
+        // Unverified (behind a pooler), it is of no use to a cancel, but the channel still owns it and closes it.
+        state = Locked(Machine(control: (control, control.backendIdentity?.server), canReconnect: false, now: .now))
     }
 
     /// Creates a channel that opens its control connection with `connect` on first need, and again (with a
     /// backoff from 100 ms up to 5 s) whenever it died.
     public init(connect: @escaping @Sendable () async throws -> PostgresConnection) {
         reconnect = connect
+        state = Locked(Machine(control: nil, canReconnect: true, now: .now))
     }
 
     /// The control connection's verified backend, if it has one now.
@@ -81,33 +72,14 @@ public final class PostgresCancelChannel: Sendable {
     public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Delivery) -> Void)
         -> Bool
     {
-        enum Decision {
-            case start(PostgresConnection)
-            case cannot(dead: PostgresConnection?, reconnect: Bool)
-        }
         // A control connection verified on another server than the backend's may be one the server's restart
         // left dead (its socket closed under it): look without waiting, which marks it broken if so, so that it
         // is dropped and a verified one opened below rather than kept forever.
-        let other = state.withLock { state in
-            state.busy || state.server == backend.server ? nil : state.control
+        if let other = state.withLock({ $0.controlToLookAt(before: backend.server) }) {
+            _ = other.isAliveWhileIdle()
         }
-        if let other { _ = other.isAliveWhileIdle() }
-        let decision = state.withLock { state -> Decision in
-            guard !state.closed, !state.disabled else { return .cannot(dead: nil, reconnect: false) }
-            if let control = state.control, !control.isBroken {
-                guard !state.busy, state.server == backend.server else { return .cannot(dead: nil, reconnect: false) }
-                state.busy = true
-                return .start(control)
-            }
-            // No live control connection: drop a dead one (closed below) and reconnect if it is time.
-            let dead = state.control
-            state.control = nil
-            state.server = nil
-            let reconnect = reconnect != nil && !state.reconnecting && ContinuousClock.now >= state.nextReconnect
-            if reconnect { state.reconnecting = true }
-            return .cannot(dead: dead, reconnect: reconnect)
-        }
-        switch decision {
+        let action = state.withLock { $0.tryCancel(on: backend.server, isBroken: \.isBroken, now: .now) }
+        switch action {
         case .cannot(let dead, let reconnect):
             if dead != nil || reconnect {
                 work.start {
@@ -127,15 +99,16 @@ public final class PostgresCancelChannel: Sendable {
 
     private func cancel(_ backend: PostgresBackendIdentity, on control: PostgresConnection) async -> Delivery {
         var outcome = Delivery.notDelivered
+        var refused = false
         do {
             let rows = try await control.query(Self.statement, [backend.pid, backend.backendStart])
             if try rows.first?.decode(Bool?.self, at: 0) == true { outcome = .delivered }
         } catch let error as PostgresError where error.sqlState == "42501" {
-            state.withLock { $0.disabled = true }  // no privilege: every cancel uses cancel requests
+            refused = true  // no privilege: every cancel uses cancel requests
         } catch {
-            // A dead control connection is dropped here and reopened on a later cancel.
+            // A dead control connection is dropped by the next cancel and reopened.
         }
-        state.withLock { $0.busy = false }
+        state.withLock { $0.cancelEnded(disable: refused) }
         return outcome
     }
 
@@ -146,58 +119,24 @@ public final class PostgresCancelChannel: Sendable {
         } catch {
             made = nil
         }
-        // What to close: the dead control connection this one replaces, or this one if it is of no use.
-        let (leftover, replaced) = state.withLock { state -> (PostgresConnection?, PostgresConnection?) in
-            state.reconnecting = false
-            var verified = false
-            defer {
-                if !verified {
-                    state.nextReconnect = .now + state.backoff
-                    state.backoff = min(state.backoff * 2, .seconds(5))
-                }
-            }
-            guard let made, !state.closed else { return (made, nil) }
-            guard let server = made.backendIdentity?.server else {
-                return (made, nil)  // unverified (a pooler): useless as a control connection
-            }
-            verified = true
-            let replaced = state.control
-            state.control = made
-            state.server = server
-            state.backoff = .milliseconds(100)
-            return (nil, replaced)
+        let toClose = state.withLock { machine in
+            machine.reconnectEnded(made.map { ($0, $0.backendIdentity?.server) }, now: .now)
         }
-        await leftover?.handle?.close()
-        await replaced?.handle?.close()
+        for connection in toClose { await connection.handle?.close() }
     }
 
     /// Opens the control connection now if there is none and the channel can reconnect (a pool calls it when
     /// it opens a connection, so that the first cancel already finds the fast path). Returns when the attempt
     /// ended; does nothing while another attempt is under way.
     public func connectIfNeeded() async {
-        let start = state.withLock { state -> Bool in
-            guard reconnect != nil, !state.closed, !state.reconnecting else { return false }
-            if let control = state.control, !control.isBroken { return false }
-            guard ContinuousClock.now >= state.nextReconnect else { return false }
-            state.reconnecting = true
-            return true
-        }
-        if start { await reconnectControl() }
+        if state.withLock({ $0.connectIfNeeded(isBroken: \.isBroken, now: .now) }) { await reconnectControl() }
     }
 
-    /// Closes the control connection after the work in progress ended.
+    /// Closes the control connection after the work in progress ended (a reconnect that ends meanwhile closes
+    /// what it made).
     public func close() async {
-        let control = state.withLock { state -> PostgresConnection? in
-            state.closed = true
-            defer { state.control = nil }
-            return state.control
-        }
+        let control = state.withLock { $0.close() }
         await work.waitForAll()
-        let late = state.withLock { state -> PostgresConnection? in
-            defer { state.control = nil }
-            return state.control
-        }
         await control?.handle?.close()
-        await late?.handle?.close()
     }
 }
