@@ -54,22 +54,17 @@ public final class IOReactor: TaskExecutor, Sendable {
     /// The process-wide reactor, started on first use.
     public static let shared = IOReactor(name: "rk.reactor")
 
+    /// The readiness table and the reactor's life (``ReactorLifecycle``: the loop's state and the jobs queued for
+    /// it), under one lock.
     private struct State {
         var table = ReadinessTable<CancellationCell<IOEvents>>()
-        var running = true
-        /// Jobs of tasks that prefer this reactor as their executor, run by the loop between two waits.
-        var jobs: [UnownedJob] = []
-        /// The loop found no job and is (about to be) blocked in `epoll_wait`: a new job must wake it.
-        var sleeping = false
-        /// The loop is gone (shut down) or never ran: jobs go to the global concurrent executor.
-        var jobsClosed = false
+        var lifecycle: ReactorLifecycle<UnownedJob>
     }
 
     private let epollFD: Int32
     private let wakeFD: Int32
     private let setupError: ResourceKitError?
-    private let state = Locked(State())
-    private let stopped = Atomic<Bool>(false)
+    private let state: Locked<State>
     private let nextWaiter = Atomic<UInt64>(0)
     /// The loop's thread (`pthread_self()`) while it runs, else 0.
     private let loopThread = Atomic<UInt>(0)
@@ -89,13 +84,13 @@ public final class IOReactor: TaskExecutor, Sendable {
             wakeFD = -1
             setupError = ResourceKitError(
                 .reactorUnavailable, "the I/O reactor could not be started", underlying: error)
-            stopped.store(true, ordering: .relaxed)
-            state.withLock { $0.jobsClosed = true }
+            state = Locked(State(lifecycle: ReactorLifecycle(available: false)))
             return
         }
         epollFD = epfd
         wakeFD = efd
         setupError = nil
+        state = Locked(State(lifecycle: ReactorLifecycle(available: true)))
         _ = rk_epoll_ctl(epfd, ReadinessTable<Void>.CtlOperation.add.rawValue, efd, rk_EPOLLIN, 0)
         DedicatedThread.start(name: name) { [self] in self.loop() }
     }
@@ -107,14 +102,16 @@ public final class IOReactor: TaskExecutor, Sendable {
     public func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
         let accepted = state.withLock { state -> Bool in
-            guard !state.jobsClosed else { return false }
-            state.jobs.append(job)
-            if state.sleeping {
-                state.sleeping = false
-                // Under the lock: the loop closes the eventfd only after it saw `running` false under it.
+            switch state.lifecycle.enqueue(job) {
+            case .queued:
+                return true
+            case .queuedWakeLoop:
+                // Under the lock: the loop closes the eventfd only after it saw the reactor stop under it.
                 _ = rk_eventfd_signal(wakeFD)
+                return true
+            case .runElsewhere:
+                return false
             }
-            return true
         }
         if !accepted { globalConcurrentExecutor.enqueue(job) }
     }
@@ -178,7 +175,7 @@ public final class IOReactor: TaskExecutor, Sendable {
 
     private func register(fd: Int32, interest: IOInterest, id: UInt64, cell: CancellationCell<IOEvents>) {
         let (request, failures) = withTable { state -> (Table.Request?, [Table.Failure]) in
-            guard state.running else {
+            guard state.lifecycle.acceptsWaits else {
                 return (nil, [(cell, ResourceKitError(.reactorUnavailable, "the I/O reactor was shut down"))])
             }
             return state.table.add(fd: fd, interest: interest, id: id, waiter: cell)
@@ -241,9 +238,8 @@ public final class IOReactor: TaskExecutor, Sendable {
     /// Stops the reactor thread; every waiter throws `ResourceKitError.Code.reactorUnavailable`.
     /// The shared reactor is never shut down.
     public func shutdown() {
-        guard setupError == nil, !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let waiters = withTable { state -> [CancellationCell<IOEvents>] in
-            state.running = false
+            guard state.lifecycle.shutdown() else { return [] }
             // Under the lock, so that the loop cannot have closed the eventfd yet.
             _ = rk_eventfd_signal(wakeFD)
             return state.table.removeAll()
@@ -273,13 +269,9 @@ public final class IOReactor: TaskExecutor, Sendable {
         loopThread.store(UInt(pthread_self()), ordering: .relaxed)
         while true {
             // Take the queued jobs, or note that the wait below must be woken for the next one.
-            let running = state.withLock { state -> Bool in
-                guard state.running else { return false }
-                if state.jobs.isEmpty { state.sleeping = true } else { swap(&batch, &state.jobs) }
-                return true
-            }
-            guard running else { break }
-            let ranJobs = !batch.isEmpty
+            let turn = state.withLock { $0.lifecycle.loopTurn(taking: &batch) }
+            if turn == .exit { break }
+            let ranJobs = turn == .runJobs
             for job in batch { job.runSynchronously(on: executor) }
             batch.removeAll(keepingCapacity: true)
             // After jobs, only a look: they may have queued more (resumed tasks), which run next.
@@ -292,7 +284,7 @@ public final class IOReactor: TaskExecutor, Sendable {
             var woken = false
             withTable { state in
                 // Awake: the waiters resumed below enqueue their tasks here without signalling the eventfd.
-                state.sleeping = false
+                state.lifecycle.loopAwake()
                 for i in 0..<count {
                     if registrations[i] == 0 {
                         woken = true
@@ -315,11 +307,7 @@ public final class IOReactor: TaskExecutor, Sendable {
             rearm.removeAll(keepingCapacity: true)
         }
         loopThread.store(0, ordering: .relaxed)
-        let leftover = state.withLock { state -> [UnownedJob] in
-            state.jobsClosed = true
-            defer { state.jobs = [] }
-            return state.jobs
-        }
+        let leftover = state.withLock { $0.lifecycle.loopExited() }
         for job in leftover { globalConcurrentExecutor.enqueue(job) }
         Syscall.close(wakeFD)
         Syscall.close(epollFD)
