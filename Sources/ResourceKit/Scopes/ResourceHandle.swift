@@ -8,11 +8,7 @@ import Synchronization
 /// ``cancel(_:)`` resumes them all at once.
 public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Where the resource is in its life.
-    enum Phase: Sendable, Hashable {
-        case live
-        case closing
-        case closed
-    }
+    typealias Phase = HandleStateMachine.Phase
 
     /// The resource's identity.
     public let id: ResourceID
@@ -45,24 +41,9 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// The resource object's identity: the registry's key for it, kept after the handle lets the resource go.
     let object: ObjectIdentifier
 
-    private struct State {
-        /// The resource until it is closed (``RegisteredResource``: held once, whichever way it closes).
-        var held: RegisteredResource?
-        var resource: (any ManagedResource)? { held?.resource }
-        var phase: Phase = .live
-        var cancelReason: CancellationReason?
-        var operations = IdentityTable<any CancellableOperation>()
-        /// Kept in a fixed-layout form (see ``StoredInstant``), like every instant the handle stores.
-        var deadline: StoredInstant?
-        var parts: ResourceScope?
-        /// The scope that closes this resource (`nil` when unscoped or adopted). Whose cancellation reaches the
-        /// resource through ``cancel(_:)``: a wait in that scope (or an enclosing one) need not join it as a
-        /// borrower. Released at close, which breaks the scope → handle → scope cycle.
-        var owner: ResourceScope?
-    }
-
-    /// Held inline: see ``InlineStateLock``.
-    private let state: InlineStateLock<State>
+    /// The resource's state and decisions (``HandleStateMachine``), held inline: see ``InlineStateLock``. Every
+    /// method below makes one decision under this lock and acts after it.
+    private let state: InlineStateLock<HandleStateMachine>
     /// Whether the resource is a ``SynchronouslyClosedResource`` (``closeInline(timed:)``).
     let closesInline: Bool
     /// Set under the lock when the state lets go of the resource (a close, or a refused duplicate), so that the deinit
@@ -88,18 +69,13 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.object = ObjectIdentifier(resource.resource)
         self.closesInline = resource.synchronous != nil
         // Built where it is stored: a named local would be copied in (through the type's value witness).
-        self.state = InlineStateLock(
-            State(held: resource, deadline: deadline, owner: owner))
+        self.state = InlineStateLock(HandleStateMachine(held: resource, deadline: deadline, owner: owner))
     }
 
     deinit {
         if letGo.load(ordering: .relaxed) { return }
         // Dropped without close: report it, stop the resource, and close it best-effort so nothing stays open.
-        let leaked = state.withLock { state -> (any ManagedResource)? in
-            guard state.phase == .live else { return nil }
-            state.phase = .closed
-            return state.held.take()?.resource
-        }
+        let leaked = state.withLock { $0.abandon() }
         guard let leaked else { return }
         registry.didLeak(self, reason: .deinitializedWithoutClose)
         leaked.cancel()
@@ -156,15 +132,14 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// let data = try await SocketConnection.connect(host: host, port: port, in: handle.parts)
     /// ```
     public var parts: ResourceScope {
-        let (scope, made, reason) = state.withLock { state -> (ResourceScope, Bool, CancellationReason?) in
-            if let parts = state.parts { return (parts, false, nil) }
-            let parts = ResourceScope(
-                label: label, parent: nil, deadline: state.deadline.instant, registry: registry, armsDeadline: false,
-                pathPrefix: scopePath)
-            state.parts = parts
-            return (parts, true, state.cancelReason ?? (state.phase == .live ? nil : .cancelled))
+        let (scope, reason) = state.withLock { state in
+            state.parts(making: { deadline in
+                ResourceScope(
+                    label: label, parent: nil, deadline: deadline.instant, registry: registry, armsDeadline: false,
+                    pathPrefix: scopePath)
+            })
         }
-        if made, let reason { scope.cancel(reason) }
+        if let reason { scope.cancel(reason) }
         return scope
     }
 
@@ -180,17 +155,11 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// Cancels the resource: every operation running on it resumes at once with the reason's error, then the
     /// adapter's ``ManagedResource/cancel()`` runs. Idempotent; a no-op after close. Non-blocking, any thread.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let work = state.withLock {
-            state -> (IdentityTable<any CancellableOperation>, (any ManagedResource)?, ResourceScope?)? in
-            guard state.phase == .live, state.cancelReason == nil else { return nil }
-            state.cancelReason = reason
-            return (state.operations, state.resource, state.parts)
-        }
-        guard let (operations, resource, parts) = work else { return }
+        guard let work = state.withLock({ $0.cancel(reason) }) else { return }
         registry.didRequestCancel(self, reason: reason)
-        operations.forEach { $0.cancel(reason) }
-        resource?.cancel()
-        parts?.cancel(reason)
+        work.operations.forEach { $0.cancel(reason) }
+        work.resource?.cancel()
+        work.parts?.cancel(reason)
     }
 
     /// Closes the resource: operations still running on it are cancelled, then ``ManagedResource/close()``
@@ -200,14 +169,14 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     @discardableResult
     public func close() async -> CloseOutcome {
         if let outcome = closeInline(timed: true) { return outcome }
-        guard let (operations, resource, parts) = beginClose() else { return .alreadyClosed }
-        cancel(operations)
-        let outcome = await BoundedClose.run(resource, timeout: kind.closeTimeout)
-        if let parts {
+        guard let work = state.withLock({ $0.beginClose() }) else { return .alreadyClosed }
+        cancel(work.operations)
+        let outcome = await BoundedClose.run(work.resource, timeout: kind.closeTimeout)
+        if let parts = work.parts {
             parts.cancel(.cancelled)  // nothing can start on a part any more
             await parts.finish()
         }
-        endClose(resource, outcome: outcome)
+        endClose(work.resource, outcome: outcome)
         return outcome
     }
 
@@ -221,20 +190,16 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         // One lock round trip: the handle is marked closed before the resource's `closeSynchronously()` runs, which
         // nothing can interrupt (a `cancel()` of a closing handle does nothing either way); the registry forgets the
         // resource after the close, as for any close.
-        let work = state.withLock { state -> InlineClose in
-            guard state.phase == .live, state.held != nil else { return .alreadyClosed }
-            guard state.parts == nil, case .synchronous? = state.held else { return .notInline }
-            // Moved out, not copied (the check above leaves nothing else for `take()` to find).
-            guard case .synchronous(let resource)? = state.held.take() else { return .notInline }
-            state.phase = .closed
-            state.owner = nil
-            letGo.store(true, ordering: .relaxed)
-            guard !state.operations.isEmpty else { return .close(resource) }
-            defer { state.operations = IdentityTable() }
-            return .closeCancelling(resource, state.operations.all)
+        let decision = state.withLock { state in
+            let decision = state.closeInline()
+            switch decision {
+            case .close, .closeCancelling: letGo.store(true, ordering: .relaxed)
+            case .notInline, .alreadyClosed: break
+            }
+            return decision
         }
         let resource: any SynchronouslyClosedResource
-        switch consume work {
+        switch consume decision {
         case .notInline: return nil
         case .alreadyClosed: return .alreadyClosed
         case .close(let closing): resource = closing
@@ -248,25 +213,6 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         return outcome
     }
 
-    /// What ``closeInline(timed:)`` decided under the lock.
-    private enum InlineClose {
-        case notInline
-        case alreadyClosed
-        case close(any SynchronouslyClosedResource)
-        case closeCancelling(any SynchronouslyClosedResource, [any CancellableOperation])
-    }
-
-    private func beginClose() -> ([any CancellableOperation], any ManagedResource, ResourceScope?)? {
-        state.withLock { state in
-            guard state.phase == .live, let resource = state.resource else { return nil }
-            state.phase = .closing
-            guard !state.operations.isEmpty else { return ([], resource, state.parts) }
-            let operations = state.operations.all
-            state.operations = IdentityTable()
-            return (operations, resource, state.parts)
-        }
-    }
-
     /// Cancels the operations a close took over (they were removed from the handle under its lock).
     private func cancel(_ operations: [any CancellableOperation]) {
         guard !operations.isEmpty else { return }
@@ -278,9 +224,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
 
     private func endClose(_ resource: any ManagedResource, outcome: CloseOutcome) {
         state.withLock { state in
-            state.phase = .closed
-            state.held = nil
-            state.owner = nil
+            state.endClose()
             letGo.store(true, ordering: .relaxed)
         }
         // The resource lives until the registry forgot it: its object's address is the registry's key, and a new
@@ -293,43 +237,32 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     /// owner is `scope` or a scope nested in it), so that the operation need not join `scope` as a borrower.
     @discardableResult
     func track(_ operation: any CancellableOperation, within scope: ResourceScope? = nil) -> Bool {
-        let (reason, owned) = state.withLock { state -> (CancellationReason?, Bool) in
-            if let reason = state.cancelReason { return (reason, false) }
-            guard state.phase == .live else { return (.cancelled, false) }
-            state.operations.insert(operation)
-            guard let scope, let owner = state.owner else { return (nil, false) }
-            return (nil, scope.encloses(owner))
-        }
-        if let reason {
-            operation.cancel(reason)
-        } else {
+        switch state.withLock({ $0.track(operation, within: scope) }) {
+        case .tracked(let reachedThroughOwner):
             registry.operationsChanged(by: 1)
+            return reachedThroughOwner
+        case .cancel(let reason):
+            operation.cancel(reason)
+            return false
         }
-        return owned
     }
 
     /// The resource moved to an owner without a deadline (adoption): the old scope's deadline no longer
     /// applies. Returns `false` if the handle is no longer live or was cancelled.
     package func detachFromScope() -> Bool {
-        state.withLock { state in
-            guard state.phase == .live, state.cancelReason == nil else { return false }
-            state.deadline = nil
-            state.owner = nil
-            return true
-        }
+        state.withLock { $0.detachFromScope() }
     }
 
     /// Removes an operation that finished.
     func untrack(_ operation: any CancellableOperation) {
-        let removed = state.withLock { $0.operations.remove(operation) }
+        let removed = state.withLock { $0.untrack(operation) }
         if removed { registry.operationsChanged(by: -1) }
     }
 
     /// The registration was refused (the object is already registered): this handle owns nothing.
     func markRejectedDuplicate() {
         state.withLock { state in
-            state.phase = .closed
-            state.held = nil
+            state.rejectDuplicate()
             letGo.store(true, ordering: .relaxed)
         }
     }
