@@ -38,20 +38,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     let parent: ResourceScope?
 
-    private enum Phase { case open, finishing, finished }
-
-    private struct State {
-        var phase: Phase = .open
-        var cancelReason: CancellationReason?
-        var handles = HandleList()
-        var children = [ObjectIdentifier: ResourceScope]()
-        /// Operations of this scope's task on resources it does not own (they joined it: ``join(_:)``).
-        var borrowers = IdentityTable<any CancellableOperation>()
-        var deadlineTimer: DeadlineTimerID?
-    }
-
-    /// Held inline: see ``InlineStateLock``.
-    private let state = InlineStateLock(State())
+    /// The scope's state and decisions (``ScopeStateMachine``), held inline: see ``InlineStateLock``. Every method
+    /// below makes one decision under this lock and acts after it.
+    private let state = InlineStateLock(ScopeStateMachine())
 
     @usableFromInline
     init(
@@ -80,7 +69,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
                 let timer = DeadlineTimers.shared.schedule(at: own) { [weak self] in
                     self?.cancel(.deadlineExceeded(own))
                 }
-                state.withLock { $0.deadlineTimer = timer }
+                state.withLock { $0.armed(timer) }
             }
         }
     }
@@ -113,21 +102,14 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
-        let work = state.withLock {
-            state -> (HandleList, [ResourceScope], IdentityTable<any CancellableOperation>)? in
-            guard state.cancelReason == nil, state.phase != .finished else { return nil }
-            state.cancelReason = reason
-            defer { state.borrowers = IdentityTable() }
-            return (state.handles, Array(state.children.values), state.borrowers)
-        }
-        guard let (handles, children, borrowers) = work else { return }
-        for handle in handles.reversed() {
+        guard let work = state.withLock({ $0.cancel(reason) }) else { return }
+        for handle in work.handles.reversed() {
             handle.cancel(reason)
         }
-        for child in children {
+        for child in work.children {
             child.cancel(reason)
         }
-        borrowers.forEach { $0.cancel(reason) }
+        work.borrowers.forEach { $0.cancel(reason) }
     }
 
     /// An operation of this scope's task on a resource the scope does not own joins it: cancelling the scope
@@ -135,17 +117,12 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// at once if the scope was cancelled already; does nothing once the scope has finished (an unstructured
     /// task that inherited it). Pair with ``leave(_:)``.
     func join(_ operation: any CancellableOperation) {
-        let reason = state.withLock { state -> CancellationReason? in
-            if let reason = state.cancelReason { return reason }
-            if state.phase != .finished { state.borrowers.insert(operation) }
-            return nil
-        }
-        if let reason { operation.cancel(reason) }
+        if let reason = state.withLock({ $0.join(operation) }) { operation.cancel(reason) }
     }
 
     /// The operation ended.
     func leave(_ operation: any CancellableOperation) {
-        _ = state.withLock { $0.borrowers.remove(operation) }
+        state.withLock { $0.leave(operation) }
     }
 
     /// Whether this scope is `scope` or one of its ancestors: its cancellation reaches `scope`.
@@ -202,12 +179,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     ) {
         let handle = try registry.register(
             resource, kind: kind, label: label, scopePath: path, deadline: storedDeadline, owner: self)
-        let rejection = state.withLock { state -> CancellationReason? in
-            guard state.phase == .open else { return .cancelled }
-            if let reason = state.cancelReason { return reason }
-            state.handles.append(handle)
-            return nil
-        }
+        let rejection = state.withLock { $0.admit(handle) }
         return (handle, rejection)
     }
 
@@ -223,22 +195,15 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// Removes `handle` from this scope without closing it (adoption by a `ResourceOwner`). Returns `false`
     /// if the handle is not one of this scope's live resources, or the scope is no longer open.
     package func release(_ handle: ResourceHandle) -> Bool {
-        state.withLock { state in
-            guard state.phase == .open, state.cancelReason == nil else { return false }
-            return state.handles.remove(handle)
-        }
+        state.withLock { $0.release(handle) }
     }
 
     private func attachChild(_ child: ResourceScope) -> CancellationReason? {
-        state.withLock { state in
-            guard state.phase == .open else { return state.cancelReason ?? .cancelled }
-            state.children[ObjectIdentifier(child)] = child
-            return state.cancelReason
-        }
+        state.withLock { $0.attach(child) }
     }
 
     private func detachChild(_ child: ResourceScope) {
-        _ = state.withLock { $0.children.removeValue(forKey: ObjectIdentifier(child)) }
+        state.withLock { $0.detach(child) }
     }
 
     /// Ends the scope: closes every resource, last acquired first, each shielded and bounded.
@@ -261,20 +226,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     func finishInline() -> Unfinished? {
         // When every resource closes inline (the common scope), the scope is finished in this one lock round trip:
         // the closes below run on this task and nothing interrupts them, so no cancellation needs to reach them.
-        let (handles, timer, finished) = state.withLock { state -> (HandleList, DeadlineTimerID?, Bool) in
-            let timer = state.deadlineTimer.take()
-            guard state.handles.allClosingInline else {
-                state.phase = .finishing
-                return (state.handles, timer, false)
-            }
-            state.phase = .finished
-            // Moved out, not copied: a finished scope reads them no more.
-            var handles = HandleList()
-            swap(&handles, &state.handles)
-            if !state.borrowers.isEmpty { state.borrowers = IdentityTable() }
-            return (handles, timer, true)
-        }
-        if let timer { DeadlineTimers.shared.cancel(timer) }
+        let work = state.withLock { $0.beginEnd() }
+        let (handles, finished) = (work.handles, work.finished)
+        if let timer = work.timer { DeadlineTimers.shared.cancel(timer) }
         var stillClosing: [ResourceHandle] = []
         let timed = registry.publishesEvents
         var end = handles.endIndex
@@ -307,11 +261,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
             registry.didLeak(handle, reason: .unclosedAtScopeEnd)
         }
         if !finished {
-            state.withLock { state in
-                state.phase = .finished
-                state.handles = HandleList()
-                state.borrowers = IdentityTable()
-            }
+            state.withLock { $0.endFinished() }
         }
         parent?.detachChild(self)
     }
