@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import ResourceKit
@@ -6,22 +7,12 @@ import Testing
 /// `ResourceScopeTests`, `ScopeEndTests`, `HandlePartsTests` and every adapter suite run it through
 /// `ResourceHandle`.
 @Suite struct HandleStateMachineTests {
-    final class Resource: ManagedResource {
-        func cancel() {}
-        func close() async throws {}
-    }
-
-    final class InlineResource: SynchronouslyClosedResource {
-        func cancel() {}
-        func closeSynchronously() throws {}
-    }
-
     static func scope(_ label: String, parent: ResourceScope? = nil) -> ResourceScope {
         ResourceScope(label: label, parent: parent, deadline: nil, registry: ResourceRegistry(), armsDeadline: false)
     }
 
     @Test func aCancelActsOnceWithTheFirstReasonAndOnlyOnALiveResource() {
-        var machine = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: nil)
+        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
         let operation = CancellationCell<Void>()
         guard case .tracked = machine.track(operation, within: nil) else {
             Issue.record("a live resource tracks its operations")
@@ -40,7 +31,7 @@ import Testing
         }
         #expect(machine.operationCount == 1)
 
-        var closing = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: nil)
+        var closing = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
         _ = closing.beginClose()
         let cancelWork2 = closing.cancel(.cancelled)
         #expect(cancelWork2 == nil, "a closing resource is torn down already")
@@ -52,7 +43,7 @@ import Testing
 
     @Test func aCloseTakesEveryOperationOverOnceAndLetsTheResourceGoOnce() {
         let owner = Self.scope("owner")
-        var machine = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: owner)
+        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: owner)
         let first = CancellationCell<Void>()
         let second = CancellationCell<Void>()
         _ = machine.track(first, within: nil)
@@ -77,7 +68,7 @@ import Testing
     }
 
     @Test func aSynchronouslyClosedResourceWithoutPartsClosesInline() {
-        var machine = HandleStateMachine(held: .synchronous(InlineResource()), deadline: nil, owner: nil)
+        var machine = HandleStateMachine(held: .synchronous(NoOpInlineResource()), deadline: nil, owner: nil)
         _ = machine.track(CancellationCell<Void>(), within: nil)
         guard case .closeCancelling(_, let cancelling) = machine.closeInline() else {
             Issue.record("expected an inline close that cancels the running operation")
@@ -90,11 +81,11 @@ import Testing
         #expect(inlineClose.isAlreadyClosed)
 
         // A general resource, or one with parts, needs the asynchronous close: nothing changes.
-        var general = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: nil)
+        var general = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
         let inlineClose2 = general.closeInline()
         #expect(inlineClose2.isNotInline)
         #expect(general.phase == .live)
-        var withParts = HandleStateMachine(held: .synchronous(InlineResource()), deadline: nil, owner: nil)
+        var withParts = HandleStateMachine(held: .synchronous(NoOpInlineResource()), deadline: nil, owner: nil)
         _ = withParts.parts(making: { _ in Self.scope("parts") })
         let inlineClose3 = withParts.closeInline()
         #expect(inlineClose3.isNotInline)
@@ -105,7 +96,7 @@ import Testing
         let outer = Self.scope("outer")
         let owner = Self.scope("owner", parent: outer)
         let elsewhere = Self.scope("elsewhere")
-        var machine = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: owner)
+        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: owner)
         for (scope, reached) in [(owner, true), (outer, true), (elsewhere, false)] {
             guard case .tracked(let through) = machine.track(CancellationCell<Void>(), within: scope) else {
                 Issue.record("expected tracked")
@@ -127,7 +118,7 @@ import Testing
 
     @Test func partsAreMadeOnceWithTheDeadlineAndBornCancelledOnAResourceThatIsNotLive() {
         let deadline = StoredInstant(ContinuousClock.now + .seconds(5))
-        var machine = HandleStateMachine(held: .general(Resource()), deadline: deadline, owner: nil)
+        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: deadline, owner: nil)
         var given: StoredInstant?
         let (parts, cancelWith) = machine.parts(making: { deadline in
             given = deadline
@@ -141,25 +132,25 @@ import Testing
         })
         #expect(again === parts)
 
-        var cancelled = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: nil)
+        var cancelled = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
         _ = cancelled.cancel(.deadlineExceeded(deadline.instant))
         let made = cancelled.parts(making: { _ in Self.scope("p") })
         #expect(made.cancelWith == .deadlineExceeded(deadline.instant))
-        var closing = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: nil)
+        var closing = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
         _ = closing.beginClose()
         let made2 = closing.parts(making: { _ in Self.scope("p") })
         #expect(made2.cancelWith == .cancelled)
     }
 
     @Test func aHandleDroppedLiveGivesItsResourceUpOnceAndARefusedDuplicateOwnsNothing() {
-        var dropped = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: nil)
+        var dropped = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
         let abandoned = dropped.abandon()
         #expect(abandoned != nil)
         let abandoned2 = dropped.abandon()
         #expect(abandoned2 == nil)
         #expect(dropped.phase == .closed)
 
-        var duplicate = HandleStateMachine(held: .general(Resource()), deadline: nil, owner: nil)
+        var duplicate = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
         duplicate.rejectDuplicate()
         #expect(duplicate.resource == nil)
         let abandoned3 = duplicate.abandon()

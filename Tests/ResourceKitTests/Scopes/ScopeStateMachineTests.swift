@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import ResourceKit
@@ -5,21 +6,11 @@ import Testing
 /// A scope's state as a pure value: nothing is cancelled or closed here, only decided. `ResourceScopeTests`,
 /// `ScopeEndTests` and `BorrowingScopeTests` run it through `ResourceScope`.
 @Suite struct ScopeStateMachineTests {
-    final class Resource: ManagedResource {
-        func cancel() {}
-        func close() async throws {}
-    }
-
-    final class InlineResource: SynchronouslyClosedResource {
-        func cancel() {}
-        func closeSynchronously() throws {}
-    }
-
     let registry = ResourceRegistry()
 
     /// A handle that nothing owns (the machine only records it), closed at the end of the test.
     func handle(inline: Bool = false) throws -> ResourceHandle {
-        let resource: RegisteredResource = inline ? .synchronous(InlineResource()) : .general(Resource())
+        let resource: RegisteredResource = inline ? .synchronous(NoOpInlineResource()) : .general(NoOpResource())
         return try registry.register(
             resource, kind: ResourceKind(name: "test.machine"), label: "r", scopePath: "", deadline: nil, owner: nil)
     }
