@@ -19,7 +19,8 @@ public import ResourceKit
 /// it completed; cancel twice and from several threads at once; `cancel()` must return within
 /// ``Bounds/cancelCall`` (median) and must never touch a descriptor it no longer owns; the operation must
 /// return within ``Bounds/promptReturn`` of a cancel and throw `CancellationError` (not an error of its
-/// own); the scope must close the resource exactly once (after success, cancellation and failure) with
+/// own); a scope of the caller's that borrows the resource must stop it too, and not before the `onCancel` of a
+/// `withResourceOperation` around it ran (the one hook order); the scope must close the resource exactly once (after success, cancellation and failure) with
 /// every descriptor it opened released and nothing left in the registry.
 ///
 /// Given a request/response pair (`exchange`) and a probe of the external work (`externalWorkRunning`), it
@@ -140,6 +141,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         checks.append(await cancelBeforeStart())
         checks.append(await cancelWhileBlocked(viaScope: false))
         checks.append(await cancelWhileBlocked(viaScope: true))
+        checks.append(await hooksRunBeforeTheReturn())
         checks.append(await cancelAfterCompletion())
         checks.append(await cancelIsFastAndIdempotent())
         checks.append(await closedOnceAfterFailure())

@@ -18,7 +18,7 @@ import Testing
     @Test func aCorrectAdapterPasses() async throws {
         let report = try await runConformance(Self.kit(nil))
         #expect(report.passed, "\(report)")
-        #expect(report.checks.count == 13)
+        #expect(report.checks.count == 14)
     }
 
     /// An operation that only its resource's `cancel()` ends: the check that cancels its task reports it as still
@@ -46,6 +46,7 @@ import Testing
         (.missingClose, "closed once", "descriptor(s) open (pipe)"),
         (.lostCancelBeforeStart, "cancel before start", "was lost"),
         (.untranslatedCancellation, "cancel while blocked", "instead of CancellationError"),
+        (.waitsOutsideResourceKit, "hooks run before the return", "does not join the caller's levels"),
     ])
     func eachSeededBugIsCaughtWithTheRightMessage(bug: SeededPipe.Bug, check: String, message: String) async throws {
         let report = try await exclusively { await Self.kit(bug).inTheTestProcess.run() }

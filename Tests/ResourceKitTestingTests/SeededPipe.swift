@@ -21,6 +21,9 @@ final class SeededPipe: ManagedResource {
         /// The operation parks on its own continuation with no cancellation handler: only the resource's
         /// `cancel()` (or a byte) ends it, so a cancel of its task alone leaves it blocked.
         case ignoresTaskCancellation
+        /// The operation parks on its own continuation with a cancellation handler of its own (a cancel before it
+        /// parked is remembered): correct on every count but one: it resumes before the stop hooks around it ran.
+        case waitsOutsideResourceKit
     }
 
     struct Interrupted: Error {}
@@ -35,6 +38,8 @@ final class SeededPipe: ManagedResource {
     let writeFD: Int32
     private let handle = Locked<ResourceHandle?>(nil)
     private let parked = Locked<CheckedContinuation<Void, any Error>?>(nil)
+    /// `waitsOutsideResourceKit`: a cancel of the task came before the continuation parked.
+    private let cancelledEarly = Locked(false)
 
     private init(bug: Bug?) throws {
         var fds: [Int32] = [0, 0]
@@ -66,6 +71,22 @@ final class SeededPipe: ManagedResource {
             }
             return
         }
+        if bug == .waitsOutsideResourceKit {
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    let early = parked.withLock { slot -> Bool in
+                        if cancelledEarly.withLock({ $0 }) { return true }
+                        slot = continuation
+                        return false
+                    }
+                    if early { continuation.resume(throwing: CancellationError()) }
+                }
+            } onCancel: {
+                parked.withLock { _ in cancelledEarly.withLock { $0 = true } }
+                self.resumeParked(throwing: CancellationError())
+            }
+            return
+        }
         if bug == .lostCancelBeforeStart {
             try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -89,7 +110,7 @@ final class SeededPipe: ManagedResource {
     func writeByte() {
         var byte: UInt8 = 1
         _ = write(writeFD, &byte, 1)
-        if bug == .lostCancelBeforeStart || bug == .ignoresTaskCancellation {
+        if bug == .lostCancelBeforeStart || bug == .ignoresTaskCancellation || bug == .waitsOutsideResourceKit {
             let continuation = parked.withLock { slot in
                 defer { slot = nil }
                 return slot
@@ -110,7 +131,8 @@ final class SeededPipe: ManagedResource {
         switch bug {
         case .blockingCancel: usleep(20_000)
         case .nonIdempotentCancel: Glibc.close(readFD)
-        case .lostCancelBeforeStart, .ignoresTaskCancellation: resumeParked(throwing: CancellationError())
+        case .lostCancelBeforeStart, .ignoresTaskCancellation, .waitsOutsideResourceKit:
+            resumeParked(throwing: CancellationError())
         default: break
         }
     }

@@ -6,4 +6,9 @@
 package protocol CancellableOperation: AnyObject, Sendable {
     /// Stops the operation for `reason`. Synchronous, non-blocking, idempotent, callable from any thread.
     func cancel(_ reason: CancellationReason)
+
+    /// Stops the operation as one member of a cancel that reaches several at once: runs its stop hook now (an
+    /// operation's `onCancel`) and leaves its resume to `pass` (Docs/Architecture.md, "One hook order"). An
+    /// adapter's own waiter keeps the default: it is cancelled with the pass's resumes.
+    func reach(_ reason: CancellationReason, in pass: inout CancelPass)
 }

@@ -48,15 +48,29 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Cancels the operation. Synchronous, non-blocking and idempotent; callable from any thread, before,
     /// during or after the operation. Only the first effective call acts.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let (action, hooks) = inner.withLock { inner in
+        let (action, hooks) = decideCancel(reason)
+        if case .runHookThenResume(let waiter, let reason) = action {
+            hooks.run(resuming: waiter, with: reason)
+        }
+    }
+
+    /// One member of a cancel that reaches several waits: the hooks and the resume are left to `pass`, which runs
+    /// every wait's `onCancel` before it resumes any (Docs/Architecture.md, "One hook order").
+    @usableFromInline
+    package func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
+        let (action, hooks) = decideCancel(reason)
+        if case .runHookThenResume(let waiter, let reason) = action {
+            pass.resume(waiter, hooks: hooks, reason: reason)
+        }
+    }
+
+    private func decideCancel(_ reason: CancellationReason) -> (Machine.CancelAction, CancellationHooks) {
+        inner.withLock { inner in
             let action = inner.machine.cancel(reason)
             if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
                 inner.cancelRequestedAt = MonotonicNanoseconds.now
             }
             return (action, inner.hooks)
-        }
-        if case .runHookThenResume(let waiter, let reason) = action {
-            hooks.run(resuming: waiter, with: reason)
         }
     }
 
@@ -114,8 +128,10 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///     ``withResourceOperation(boundTo:deadline:onCancel:_:)``, or the borrowing scope) does not cancel the
     ///     operation (used for bounded cleanup); the handle and the deadline still do.
     ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
-    ///     the canceller's thread, *before* the waiter resumes: when a cancelled wait throws, its hook has run.
-    ///     Short, non-blocking, and it must not take a lock held while completing.
+    ///     the canceller's thread, *before* the waiter resumes, and after every other stop hook the same cancel
+    ///     reaches (the resource's `cancel()`, the enclosing operations' `onCancel`; Docs/Architecture.md, "One
+    ///     hook order"): when a cancelled wait throws, its hook has run. Short, non-blocking, and it must not take
+    ///     a lock held while completing.
     ///   - afterCancel: runs once, on the same thread, right *after* the waiter resumed, when `onCancel` ran:
     ///     work that must start from inside the cancel but should not delay the waiter's return (a cancel
     ///     request to a server). The same rules as `onCancel`.
@@ -138,10 +154,17 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             if shielded {
                 value = try await suspend(start)
             } else {
+                // The scope and operation around the wait on this task are cancelled first (Docs/Architecture.md,
+                // "One hook order").
+                let (taskScope, taskOperation) = (links.taskScope, links.taskOperation)
                 value = try await withTaskCancellationHandler {
                     try await suspend(start)
                 } onCancel: {
-                    self.cancel(.cancelled)
+                    if taskScope == nil, taskOperation == nil {
+                        self.cancel(.cancelled)
+                    } else {
+                        TaskCancelChain.taskCancelled(self, scope: taskScope, operation: taskOperation)
+                    }
                 }
             }
             // Only `complete(_:)` resumes with a value, and it takes a `Success`.
@@ -176,9 +199,14 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         }
         // The operation the body of `withResourceOperation` runs (if any) resumes this wait when it is cancelled;
         // so does the task's innermost scope when it does not own what the wait is for (the borrowing scope).
+        guard !shielded else {
+            return CancellationLinks.link(self, handle: handle, enclosing: nil, scope: nil, deadline: deadline, task: 0)
+        }
+        let enclosing = ResourceOperation.current
+        let scope = ResourceScope.current
         return CancellationLinks.link(
-            self, handle: handle, enclosing: shielded ? nil : ResourceOperation.current,
-            scope: shielded ? nil : ResourceScope.current, deadline: deadline)
+            self, handle: handle, enclosing: enclosing, scope: scope, deadline: deadline,
+            task: enclosing == nil && scope == nil ? 0 : TaskIdentity.current)
     }
 
     /// The waiter suspended: start the operation, resume at once (a cancel or a result came first), or finish a

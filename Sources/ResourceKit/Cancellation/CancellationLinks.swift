@@ -3,20 +3,27 @@
 /// cancellation"): the enclosing operation, the resource's handle, the borrowing scope, its own deadline's timer.
 /// Undone by ``leave(_:handle:)`` when it ends. Not generic: the cell's wait pays no metadata lookup for it.
 @usableFromInline
-package struct CancellationLinks {
+package struct CancellationLinks: Sendable {
     let enclosing: ResourceOperation?
     let borrowed: ResourceScope?
     let timer: DeadlineTimerID?
+    /// The scope and the operation around the member that run on the member's own task, which the task's
+    /// cancellation cancels first (``TaskCancelChain``).
+    @usableFromInline let taskScope: ResourceScope?
+    @usableFromInline let taskOperation: ResourceOperation?
 
     /// Links `member` to `enclosing` and to `handle` (and to `scope` as its borrowing scope unless the scope's
     /// cancellation reaches it already: ``BorrowingScope/join(_:tracked:enclosing:scope:)``), and arms `deadline`.
+    /// `task` is the member's task (``TaskIdentity``), or 0 when its task's cancellation does not reach it
+    /// through this link (a shielded wait, an adapter's own waiter).
     /// Any of them that is cancelled already (or a deadline already past) cancels `member` at once.
     static func link(
         _ member: any CancellableOperation,
         handle: ResourceHandle?,
         enclosing: ResourceOperation?,
         scope: ResourceScope?,
-        deadline: ContinuousClock.Instant?
+        deadline: ContinuousClock.Instant?,
+        task: UInt
     ) -> CancellationLinks {
         enclosing?.add(member)
         let borrowed = BorrowingScope.join(member, tracked: handle, enclosing: enclosing, scope: scope)
@@ -30,7 +37,10 @@ package struct CancellationLinks {
                 }
             }
         }
-        return CancellationLinks(enclosing: enclosing, borrowed: borrowed, timer: timer)
+        return CancellationLinks(
+            enclosing: enclosing, borrowed: borrowed, timer: timer,
+            taskScope: task == 0 ? nil : TaskCancelChain.same(scope, task: task),
+            taskOperation: task == 0 ? nil : TaskCancelChain.same(enclosing, task: task))
     }
 
     /// For a waiter of an adapter's own that is not a ``CancellationCell`` (it parks on a continuation it
@@ -39,7 +49,9 @@ package struct CancellationLinks {
     /// Either may cancel `member` at once, from inside this call. The task's own cancellation is the caller's
     /// (`withTaskCancellationHandler`). Undo with ``leave(_:)``.
     package static func joinCallersLevels(_ member: any CancellableOperation) -> CancellationLinks {
-        link(member, handle: nil, enclosing: ResourceOperation.current, scope: ResourceScope.current, deadline: nil)
+        link(
+            member, handle: nil, enclosing: ResourceOperation.current, scope: ResourceScope.current, deadline: nil,
+            task: 0)
     }
 
     /// `member`, joined with ``joinCallersLevels(_:)``, ended: it leaves everything it joined.

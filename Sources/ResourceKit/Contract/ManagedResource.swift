@@ -14,6 +14,9 @@ public protocol ManagedResource: AnyObject, Sendable {
     /// `BlockingPool`), idempotent, callable from any thread, possibly concurrently with an operation and
     /// possibly before any operation started. It runs inside `withTaskCancellationHandler`'s `onCancel`, under
     /// the runtime's task lock: never take a lock that an operation holds while resuming a continuation.
+    ///
+    /// Order: it runs before the `onCancel` of the resource's operations and before any wait bound to the handle
+    /// resumes (Docs/Architecture.md, "One hook order"): when a cancelled operation throws, `cancel()` has run.
     func cancel()
 
     /// Releases the resource for good. Called exactly once by ResourceKit when the owning scope ends (last

@@ -23,14 +23,22 @@ final class ResourceOperation: CancellableOperation {
     /// resource, through an enclosing operation, or because it joined the scope as a borrower): what the body
     /// waits on need not join that scope again.
     let scope: ResourceScope?
+    /// The task that runs the body (``TaskIdentity``).
+    let task: UInt
+    /// The scope and the operation around this one that run on the same task (``TaskCancelChain``).
+    let taskScope: ResourceScope?
+    let taskEnclosing: ResourceOperation?
 
     init(
         onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: StoredInstant?,
-        scope: ResourceScope?
+        scope: ResourceScope?, task: UInt, taskScope: ResourceScope?, taskEnclosing: ResourceOperation?
     ) {
         self.hook = hook
         self.storedDeadline = deadline
         self.scope = scope
+        self.task = task
+        self.taskScope = taskScope
+        self.taskEnclosing = taskEnclosing
     }
 
     /// Marks the body as started, or throws the reason's error if a cancel came first.
@@ -41,13 +49,32 @@ final class ResourceOperation: CancellableOperation {
         }
     }
 
-    /// Cancels the operation: its waiters resume with `reason`, then the adapter's hook runs, once, on this
-    /// thread. Non-blocking, idempotent, any thread.
+    /// Cancels the operation: the adapter's hook runs, once, on this thread, then its waiters resume with
+    /// `reason` (Docs/Architecture.md, "One hook order"). Non-blocking, idempotent, any thread.
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
+        var pass = CancelPass()
+        reach(reason, in: &pass)
+        pass.finish()
+    }
+
+    /// The hook now; the waiters as members of `pass` (a nested operation's hook runs now too).
+    @usableFromInline
+    func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
         guard case .stop(let reason, let waiters) = machine.withLock({ $0.cancel(reason) }) else { return }
-        for waiter in waiters { waiter.cancel(reason) }
         hook(reason)
+        for waiter in waiters { waiter.reach(reason, in: &pass) }
+    }
+
+    /// The task running the body was cancelled: the operations and scopes around it on the task first
+    /// (``TaskCancelChain``).
+    @usableFromInline
+    func taskCancelled() {
+        if taskScope == nil, taskEnclosing == nil {
+            cancel(.cancelled)
+        } else {
+            TaskCancelChain.taskCancelled(self)
+        }
     }
 
     /// Tracks something the body waits on; cancels it at once if the operation was cancelled already.

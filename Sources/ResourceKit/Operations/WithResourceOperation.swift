@@ -8,9 +8,9 @@
 /// There are three levels of cancellation, and this function joins them (Docs/Architecture.md, "Three levels of
 /// cancellation"):
 /// - **Resource level**: the resource itself is cancelled (its scope's task, ``ResourceScope/cancel()``, the
-///   scope's deadline, ``ResourceHandle/cancel(_:)``). ResourceKit resumes every wait bound to the handle, runs
-///   the `onCancel` of every operation running on it, then calls the adapter's ``ManagedResource/cancel()``
-///   and cancels the handle's ``ResourceHandle/parts``. The resource is finished.
+///   scope's deadline, ``ResourceHandle/cancel(_:)``). ResourceKit calls the adapter's
+///   ``ManagedResource/cancel()``, runs the `onCancel` of every operation running on it, resumes every wait
+///   bound to the handle and cancels the handle's ``ResourceHandle/parts``. The resource is finished.
 /// - **Operation level**: only the task that runs this operation is cancelled, or `deadline` passes, while the
 ///   resource lives on (a shared connection, a pooled one).
 /// - **Borrowing scope**: the calling task's innermost ``ResourceScope`` does not own the resource (a pooled
@@ -23,13 +23,13 @@
 ///   reply to drain).
 ///
 /// Cancellation: a checkpoint first: if the task, the handle or `deadline` is already cancelled or past, it
-/// throws before `body` runs (nothing is sent). While `body` runs, a cancel resumes at once every
-/// ``CancellationCell`` the body runs unshielded (`IOReactor` waits, `BlockingPool` jobs, nested
-/// operations), whichever handle they are bound to, then calls `onCancel` once with the reason, on the
-/// canceller's thread. The operation's caller may already be running again by then: nothing may assume that
-/// `onCancel` finished first. It must be short and non-blocking (a non-blocking send such as
-/// `SocketConnection.trySend`, a job handed to `BlockingPool`), and must not take a lock that is held while a
-/// continuation is resumed. If the body then fails, the reason's error is thrown (`CancellationError` or
+/// throws before `body` runs (nothing is sent). While `body` runs, a cancel calls `onCancel` once with the
+/// reason, on the canceller's thread, then resumes at once every ``CancellationCell`` the body runs unshielded
+/// (`IOReactor` waits, `BlockingPool` jobs, nested operations), whichever handle they are bound to: when a
+/// cancelled wait of the body throws, `onCancel` has run (Docs/Architecture.md, "One hook order"; a wait in a
+/// child task of the body is the exception: it may resume first). `onCancel` must be short and non-blocking (a
+/// non-blocking send such as `SocketConnection.trySend`, a job handed to `BlockingPool`): the waits resume only
+/// after it returns. It must not take a lock that is held while a continuation is resumed. If the body then fails, the reason's error is thrown (`CancellationError` or
 /// ``DeadlineExceededError``), whatever the body threw; if the body completed anyway, its result stands. A
 /// cancel after the body ended does nothing.
 ///
@@ -54,7 +54,7 @@ public func withResourceOperation<Result>(
                 try operation.start()
                 return try await body()
             } onCancel: {
-                operation.cancel(.cancelled)
+                operation.taskCancelled()
             }
         }
         _ = operation.finish()
@@ -80,12 +80,14 @@ extension ResourceOperation {
 
         let parent = ResourceOperation.current
         let scope = ResourceScope.current
+        let task = TaskIdentity.current
         let operation = ResourceOperation(
             onCancel: onCancel,
             deadline: Deadlines.earliest(deadline.stored, parent?.storedDeadline, scope?.storedDeadline),
-            scope: scope)
+            scope: scope, task: task, taskScope: TaskCancelChain.same(scope, task: task),
+            taskEnclosing: TaskCancelChain.same(parent, task: task))
         let links = CancellationLinks.link(
-            operation, handle: handle, enclosing: parent, scope: scope, deadline: deadline)
+            operation, handle: handle, enclosing: parent, scope: scope, deadline: deadline, task: 0)
         return (operation, links)
     }
 }

@@ -152,14 +152,23 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         registry.didReport(self, name)
     }
 
-    /// Cancels the resource: every operation running on it resumes at once with the reason's error, then the
-    /// adapter's ``ManagedResource/cancel()`` runs. Idempotent; a no-op after close. Non-blocking, any thread.
+    /// Cancels the resource: the adapter's ``ManagedResource/cancel()`` runs, then the `onCancel` of every
+    /// operation running on it, then every wait bound to it resumes at once with the reason's error
+    /// (Docs/Architecture.md, "One hook order"). Idempotent; a no-op after close. Non-blocking, any thread.
     public func cancel(_ reason: CancellationReason = .cancelled) {
+        var pass = CancelPass()
+        cancel(reason, in: &pass)
+        pass.finish()
+    }
+
+    /// Cancels the resource as part of `pass`: its `cancel()` and its operations' hooks now, its waits' resumes
+    /// when the pass finishes.
+    func cancel(_ reason: CancellationReason, in pass: inout CancelPass) {
         guard let work = state.withLock({ $0.cancel(reason) }) else { return }
         registry.didRequestCancel(self, reason: reason)
-        work.operations.forEach { $0.cancel(reason) }
         work.resource?.cancel()
-        work.parts?.cancel(reason)
+        work.operations.forEach { $0.reach(reason, in: &pass) }
+        work.parts?.cancel(reason, in: &pass)
     }
 
     /// Closes the resource: operations still running on it are cancelled, then ``ManagedResource/close()``
@@ -217,9 +226,11 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     private func cancel(_ operations: [any CancellableOperation]) {
         guard !operations.isEmpty else { return }
         registry.operationsChanged(by: -operations.count)
+        var pass = CancelPass()
         for operation in operations {
-            operation.cancel(.cancelled)
+            operation.reach(.cancelled, in: &pass)
         }
+        pass.finish()
     }
 
     private func endClose(_ resource: any ManagedResource, outcome: CloseOutcome) {

@@ -37,18 +37,24 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     public let registry: ResourceRegistry
 
     let parent: ResourceScope?
+    /// The task that runs the scope's body (``TaskIdentity``); 0 for a scope no body runs in (an owner's, a
+    /// handle's parts).
+    let task: UInt
+    /// The parent scope if it runs on the same task (``TaskCancelChain``).
+    let taskParent: ResourceScope?
 
     /// The scope's state and decisions (``ScopeStateMachine``), held inline: see ``InlineStateLock``. Every method
     /// below makes one decision under this lock and acts after it.
     private let state = InlineStateLock(ScopeStateMachine())
 
-    @usableFromInline
     init(
         label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?,
-        registry: ResourceRegistry?, armsDeadline: Bool = true, pathPrefix: String = ""
+        registry: ResourceRegistry?, armsDeadline: Bool = true, pathPrefix: String = "", task: UInt = 0
     ) {
         self.label = label
         self.parent = parent
+        self.task = task
+        self.taskParent = task == 0 ? nil : TaskCancelChain.same(parent, task: task)
         self.path = parent.map { "\($0.path)/\(label)" } ?? (pathPrefix.isEmpty ? label : "\(pathPrefix)/\(label)")
         let ownStored = ownDeadline.stored
         self.storedDeadline = Deadlines.earliest(ownStored, parent?.storedDeadline)
@@ -102,14 +108,44 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
+        var pass = CancelPass()
+        cancel(reason, in: &pass)
+        pass.finish()
+    }
+
+    /// Cancels the scope as part of `pass`: its resources' `cancel()` and their operations' hooks run now, the
+    /// waits resume when the pass finishes (Docs/Architecture.md, "One hook order").
+    func cancel(_ reason: CancellationReason, in pass: inout CancelPass) {
         guard let work = state.withLock({ $0.cancel(reason) }) else { return }
         for handle in work.handles.reversed() {
-            handle.cancel(reason)
+            handle.cancel(reason, in: &pass)
         }
         for child in work.children {
-            child.cancel(reason)
+            child.cancel(reason, in: &pass)
         }
-        work.borrowers.forEach { $0.cancel(reason) }
+        work.borrowers.forEach { $0.reach(reason, in: &pass) }
+    }
+
+    /// The scope's task was cancelled: the operations and scopes around it on the task first
+    /// (``TaskCancelChain``).
+    @usableFromInline
+    func taskCancelled() {
+        if taskParent == nil {
+            cancel(.cancelled)
+        } else {
+            TaskCancelChain.taskCancelled(self)
+        }
+    }
+
+    /// A scope for `withResourceScope`'s body on the calling task: a child of the task's innermost scope, and a
+    /// link in the task's chain (``TaskCancelChain``).
+    @usableFromInline
+    static func entered(
+        label: String, deadline: ContinuousClock.Instant?, registry: ResourceRegistry?
+    ) -> ResourceScope {
+        ResourceScope(
+            label: label, parent: ResourceScope.current, deadline: deadline, registry: registry,
+            task: TaskIdentity.current)
     }
 
     /// An operation of this scope's task on a resource the scope does not own joins it: cancelling the scope

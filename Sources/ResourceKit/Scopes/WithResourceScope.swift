@@ -20,7 +20,7 @@ public func withResourceScope<Result>(
     isolation: isolated (any Actor)? = #isolation,
     _ body: (ResourceScope) async throws -> sending Result
 ) async throws -> sending Result {
-    let scope = ResourceScope(label: label, parent: ResourceScope.current, deadline: deadline, registry: registry)
+    let scope = ResourceScope.entered(label: label, deadline: deadline, registry: registry)
     let box = try await ResourceScope.$current.withValue(scope) {
         try await withTaskCancellationHandler {
             let result: Result
@@ -33,7 +33,7 @@ public func withResourceScope<Result>(
             if let rest = scope.finishInline() { await scope.finish(rest) }
             return SendingBox(result)
         } onCancel: {
-            scope.cancel(.cancelled)
+            scope.taskCancelled()
         }
     }
     return box.take()

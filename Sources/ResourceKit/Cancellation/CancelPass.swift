@@ -1,0 +1,53 @@
+/// One cancel that reaches several things at once (a scope's tree, a resource's operations, an operation's waits),
+/// run in the one hook order every cancel source keeps (Docs/Architecture.md, "One hook order"): every stop hook
+/// the cancel reaches first (the resource's `cancel()` and an operation's `onCancel` as they are reached, each
+/// wait's `onCancel` in ``finish()``), then every wait resumes, then every wait's `afterCancel`.
+///
+/// The reaching half runs where the cancel starts (``ResourceScope``, ``ResourceHandle``, ``ResourceOperation``
+/// call ``CancellableOperation/reach(_:in:)`` on their members after their own locks are released); the pass only
+/// collects what is left to do. A value, so that the order is tested without a thread.
+@usableFromInline
+package struct CancelPass {
+    /// A wait whose cancel won: its hooks and the waiter to resume, run by ``finish()``.
+    struct Resume {
+        let hooks: CancellationHooks
+        let waiter: CancellationWaiter
+        let reason: CancellationReason
+    }
+
+    private var resumes: [Resume] = []
+    /// Members of an adapter's own kind (not a cell, not an operation): they have no hooks of theirs, and are
+    /// cancelled, in one step, with the resumes.
+    private var others: [(any CancellableOperation, CancellationReason)] = []
+
+    package init() {}
+
+    /// The number of waits and other members left for ``finish()`` (for tests).
+    var pending: Int { resumes.count + others.count }
+
+    /// A cell's cancel won while its waiter was parked: its hooks and its resume wait for ``finish()``.
+    mutating func resume(_ waiter: CancellationWaiter, hooks: CancellationHooks, reason: CancellationReason) {
+        resumes.append(Resume(hooks: hooks, waiter: waiter, reason: reason))
+    }
+
+    /// A member that is neither a cell nor an operation: cancelled in ``finish()``, with the resumes.
+    mutating func cancelLater(_ member: any CancellableOperation, reason: CancellationReason) {
+        others.append((member, reason))
+    }
+
+    /// Runs what the pass collected, in the hook order: every wait's `onCancel`, then every resume (and the other
+    /// members' cancels), then every `afterCancel`.
+    package consuming func finish() {
+        for entry in resumes { entry.hooks.before?(entry.reason) }
+        for entry in resumes { entry.waiter.resume(throwing: entry.reason.error) }
+        for (member, reason) in others { member.cancel(reason) }
+        for entry in resumes { entry.hooks.after?(entry.reason) }
+    }
+}
+
+extension CancellableOperation {
+    /// The default for an adapter's own waiter: it is cancelled with the pass's resumes.
+    package func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
+        pass.cancelLater(self, reason: reason)
+    }
+}

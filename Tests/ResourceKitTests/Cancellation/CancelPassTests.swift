@@ -1,0 +1,77 @@
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import ResourceKit
+
+/// ``CancelPass``: what a cancel that reaches several members does, in order, on the thread that finishes it:
+/// every wait's `onCancel`, then the resumes (and members of an adapter's own kind), then every `afterCancel`.
+@Suite struct CancelPassTests {
+    /// A member of an adapter's own kind: it has no hooks; it is cancelled with the resumes.
+    final class OwnMember: CancellableOperation {
+        let log: Entries
+        init(log: Entries) { self.log = log }
+        func cancel(_ reason: CancellationReason) { log.add("own member") }
+    }
+
+    final class Entries: Sendable {
+        private let entries = Mutex<[String]>([])
+        func add(_ entry: String) { entries.withLock { $0.append(entry) } }
+        var all: [String] { entries.withLock { $0 } }
+    }
+
+    @Test func everyStopHookThenEveryResumeThenEveryAfterCancel() async throws {
+        let log = Entries()
+        var cells: [CancellationCell<Void>] = []
+        var tasks: [Task<String, Never>] = []
+        for index in 1...3 {
+            let cell = CancellationCell<Void>()
+            let parked = OneShotEvent()
+            cells.append(cell)
+            // Owner: this test, which awaits it.
+            tasks.append(
+                Task {
+                    do {
+                        try await cell.run(
+                            onCancel: { _ in log.add("stop \(index)") },
+                            afterCancel: { _ in log.add("after \(index)") }
+                        ) { _ in parked.set() }
+                        return "completed"
+                    } catch {
+                        return "\(error)"
+                    }
+                })
+            try await parked.wait()
+        }
+        var pass = CancelPass()
+        for cell in cells { cell.reach(.cancelled, in: &pass) }
+        OwnMember(log: log).reach(.cancelled, in: &pass)
+        #expect(pass.pending == 4)
+        #expect(log.all.isEmpty, "reaching runs no wait's hook: the pass does")
+        pass.finish()
+        #expect(
+            log.all == [
+                "stop 1", "stop 2", "stop 3", "own member", "after 1", "after 2", "after 3",
+            ])
+        for task in tasks { #expect(await task.value == "CancellationError()") }
+    }
+
+    /// An operation runs its `onCancel` when it is reached and leaves its waits to the pass; a second reach does
+    /// nothing.
+    @Test func anOperationsHookRunsWhenReachedItsWaitsWithThePass() {
+        let log = Entries()
+        let operation = ResourceOperation(
+            onCancel: { _ in log.add("operation") }, deadline: nil, scope: nil, task: 0, taskScope: nil,
+            taskEnclosing: nil)
+        try? operation.start()
+        operation.add(OwnMember(log: log))
+        var pass = CancelPass()
+        operation.reach(.cancelled, in: &pass)
+        operation.reach(.cancelled, in: &pass)
+        #expect(log.all == ["operation"])
+        #expect(pass.pending == 1)
+        pass.finish()
+        #expect(log.all == ["operation", "own member"])
+        #expect(operation.finish() == .cancelled)
+    }
+}
