@@ -12,7 +12,7 @@ import Glibc
 ///
 /// ``perform(_:boundTo:deadline:_:)`` is the loop every non-blocking adapter needs: try the call; on `EAGAIN`
 /// wait for readiness through the reactor (cancellable); try again.
-public final class GuardedDescriptor: Sendable, CustomStringConvertible {
+public final class GuardedDescriptor: Sendable, CustomStringConvertible, DescriptorHolder {
     /// The reactor that waits for this descriptor.
     public let reactor: IOReactor
     private let state: Locked<Int32?>
@@ -75,7 +75,9 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
             try Task.checkCancellation()
             let (result, fd) = try withDescriptor { fd in (try attempt(fd), fd) }
             if let result { return result }
-            try await reactor.wait(for: fd, interest, boundTo: handle, deadline: deadline)
+            // Registered only while the descriptor is still ours: a `close()` after the attempt cannot leave the
+            // wait on a stranger's descriptor (Docs/Architecture.md, "Descriptors that close under a wait").
+            try await reactor.wait(for: fd, interest, heldBy: self, boundTo: handle, deadline: deadline)
         }
     }
 
@@ -118,6 +120,16 @@ public final class GuardedDescriptor: Sendable, CustomStringConvertible {
         switch received {
         case .bytes(let bytes): return bytes
         case .end: return nil
+        }
+    }
+
+    /// Runs `body` under the guard's lock if the descriptor is still open as `fd`; `false`, having run nothing,
+    /// once it was closed (see ``DescriptorHolder``).
+    public func whileHeld(_ fd: Int32, _ body: () -> Void) -> Bool {
+        state.withLock { current in
+            guard current == fd else { return false }
+            body()
+            return true
         }
     }
 

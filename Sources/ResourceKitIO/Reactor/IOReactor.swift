@@ -156,6 +156,46 @@ public final class IOReactor: TaskExecutor, Sendable {
         deadline: ContinuousClock.Instant?,
         afterCancel: (@Sendable (CancellationReason) -> Void)?
     ) async throws -> IOEvents {
+        try await wait(for: fd, boundTo: handle, deadline: deadline, afterCancel: afterCancel) { cell, id in
+            self.register(fd: fd, interest: interest, id: id, cell: cell)
+        }
+    }
+
+    /// ``wait(for:_:boundTo:deadline:)`` for a descriptor that `owner` may close (or stop holding) at any moment,
+    /// from any thread: the wait registers only while `owner` still holds `fd`, under `owner`'s lock, so that a
+    /// close in between cannot leave it registered on a stranger's descriptor that reused the number
+    /// (Docs/Architecture.md, "Descriptors that close under a wait"). A descriptor no longer held fails the wait
+    /// with `ResourceKitError.Code.descriptorClosed` and registers nothing; one released while the wait is parked
+    /// fails it the same way (the holder calls ``descriptorWillClose(_:)``).
+    ///
+    /// Cancellation: as ``wait(for:_:boundTo:deadline:)``.
+    @discardableResult
+    public func wait(
+        for fd: Int32,
+        _ interest: IOInterest,
+        heldBy owner: some DescriptorHolder,
+        boundTo handle: ResourceHandle?,
+        deadline: ContinuousClock.Instant?
+    ) async throws -> IOEvents {
+        try await wait(for: fd, boundTo: handle, deadline: deadline, afterCancel: nil) { cell, id in
+            let held = owner.whileHeld(fd) {
+                self.register(fd: fd, interest: interest, id: id, cell: cell)
+            }
+            if !held {
+                cell.fail(ResourceKitError(.descriptorClosed, "the descriptor was closed before the wait registered"))
+            }
+        }
+    }
+
+    /// One wait: a cell whose start registers it (`register`, handed the cell and the waiter's id), whose cancel
+    /// removes it by that id (a number reused since cannot match it).
+    private func wait(
+        for fd: Int32,
+        boundTo handle: ResourceHandle?,
+        deadline: ContinuousClock.Instant?,
+        afterCancel: (@Sendable (CancellationReason) -> Void)?,
+        register: (CancellationCell<IOEvents>, UInt64) -> Void
+    ) async throws -> IOEvents {
         if let setupError { throw setupError }
         let cell = CancellationCell<IOEvents>()
         // The id exists before the wait is registered, so that a cancel arriving first can name it.
@@ -167,7 +207,7 @@ public final class IOReactor: TaskExecutor, Sendable {
             },
             afterCancel: afterCancel
         ) { cell in
-            self.register(fd: fd, interest: interest, id: id, cell: cell)
+            register(cell, id)
         }
     }
 
