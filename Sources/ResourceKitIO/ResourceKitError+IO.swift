@@ -11,6 +11,8 @@ extension ResourceKitError.Code {
     public static let notPollable = Self("notPollable")
     /// The descriptor number is not open.
     public static let badDescriptor = Self("badDescriptor")
+    /// A driven loop's wait named no descriptor and no timer: nothing but a cancel could end it.
+    public static let nothingToWaitFor = Self("nothingToWaitFor")
     /// The blocking pool was shut down.
     public static let blockingPoolShutDown = Self("blockingPoolShutDown")
     /// The blocking pool's queue is full.

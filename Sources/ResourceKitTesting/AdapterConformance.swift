@@ -40,7 +40,9 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         public var cancelCall: Duration = .milliseconds(1)
         /// From a cancel to the blocked operation returning.
         public var promptReturn: Duration = .milliseconds(250)
-        /// How long the kit waits after starting the operation before it counts as blocked.
+        /// The longest the kit waits, after starting the operation, for the resource's registry to count it as
+        /// running (an operation or a wait bound to the handle): the kit cancels as soon as it does, or after this
+        /// long if it never does (an operation that waits outside ResourceKit is never counted).
         public var settle: Duration = .milliseconds(50)
         /// How long the kit waits for an operation that should have returned before it reports a hang.
         public var hang: Duration = .seconds(2)
