@@ -272,7 +272,14 @@ import PostgresActivity
             connection.useCancelChannel(PostgresCancelChannel(control: weak))
             let pid = try #require(connection.backendPID)
             let task = Task { try await connection.execute("SELECT pg_sleep(20)") }
-            try await TestDatabase.waitUntilActive(pid, observer: observer)
+            do {
+                try await TestDatabase.waitUntilActive(pid, observer: observer)
+            } catch {
+                // Seen once (a full parallel run, right after the cluster started): say what the query did.
+                task.cancel()
+                Issue.record("the query never showed as active; its task ended with \(await task.result)")
+                throw error
+            }
             task.cancel()
             await #expect(throws: CancellationError.self) { try await task.value }
             #expect(try await TestDatabase.waitUntilNotActive(pid, observer: observer) != nil, "the cancel was lost")
