@@ -34,7 +34,7 @@ extension AdapterConformance {
                     ) { try await operation(resource) }
                 }
             }
-            await Self.blocked(scope, within: bounds.settle)
+            await Self.parked(scope, within: bounds.settle)
             borrower.withLock { $0 }?.cancel()
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             guard let ended else {

@@ -15,6 +15,19 @@ extension AdapterConformance {
         _ = await collectEvents(scope.registry.operationCountUpdates(), timeout: settle) { ($0.last ?? 0) > 0 }
     }
 
+    /// ``blocked(_:within:)``, then settled: the operation's count in the registry stayed the same for `quiet` (its
+    /// waits are parked, not being set up). A check whose verdict needs the waits parked when it cancels (a cancel
+    /// that finds a wait still being set up is seen by it at once, without waiting for the stop hooks) waits for
+    /// this; at most `settle` more.
+    static func parked(_ scope: ResourceScope, within settle: Duration, quiet: Duration = .milliseconds(20)) async {
+        await blocked(scope, within: settle)
+        let end = ContinuousClock.now + settle
+        while ContinuousClock.now < end {
+            let counts = await collectEvents(scope.registry.operationCountUpdates(), timeout: quiet) { _ in false }
+            if Set(counts).count <= 1 { return }
+        }
+    }
+
     func withFreshResource(
         _ name: String,
         bodyThrows: (any Error)? = nil,

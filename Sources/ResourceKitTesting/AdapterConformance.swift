@@ -147,6 +147,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         checks.append(await cancelAfterCompletion())
         checks.append(await cancelIsFastAndIdempotent())
         checks.append(await closedOnceAfterFailure())
+        checks.append(await operationDescriptorsReleased())
         checks.append(await reuseAfterOperationCancel())
         checks.append(await deadlineSurfacesAsDeadlineExceeded())
         checks.append(await externalWorkStops(viaResource: false))

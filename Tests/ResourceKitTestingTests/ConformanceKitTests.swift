@@ -18,7 +18,7 @@ import Testing
     @Test func aCorrectAdapterPasses() async throws {
         let report = try await runConformance(Self.kit(nil))
         #expect(report.passed, "\(report)")
-        #expect(report.checks.count == 14)
+        #expect(report.checks.count == 15)
     }
 
     /// An operation that only its resource's `cancel()` ends: the check that cancels its task reports it as still
@@ -38,6 +38,27 @@ import Testing
         #expect(throughTask?.cancelToReturn == nil, "no figure for a wait that ran out")
         let throughScope = report.checks.first { $0.name.hasPrefix("cancel while blocked, through the scope") }
         #expect(throughScope?.failure == nil, "\(report)")
+    }
+
+    /// A client with a socket per request: the kit finds the socket itself (through `ownedDescriptors`, asked while
+    /// the request blocks), passes the correct client, and catches the one that leaves its socket open.
+    @Test func aSocketLeftOpenByACancelledRequestIsCaught() async throws {
+        let peer = try SilentPeer.python()
+        defer { Task { await peer.stop() } }
+        func kit(_ bug: SeededRequester.Bug?) -> AdapterConformance<SeededRequester> {
+            AdapterConformance(
+                "seeded requester (\(bug.map { "\($0)" } ?? "no bug"))",
+                make: { scope in try await SeededRequester.open(bug: bug, port: peer.port, in: scope) },
+                blockingOperation: { requester in try await requester.request() },
+                ownedDescriptors: { requester in requester.sockets.descriptors })
+        }
+        let correct = try await exclusively { await kit(nil).inTheTestProcess.run() }
+        #expect(correct.passed, "\(correct)")
+        let check = correct.checks.first { $0.name.hasPrefix("the operation's own descriptors") }
+        #expect(check?.measurements.contains { $0.hasPrefix("1 descriptor(s) of the operation, 0 left open") } == true)
+        let buggy = try await exclusively { await kit(.leavesSocketOpen).inTheTestProcess.run() }
+        #expect(buggy.failures.map(\.name) == ["the operation's own descriptors are released"], "\(buggy)")
+        #expect(buggy.failures.first?.failure?.contains("LibraryDescriptors.shutdownAll()") == true)
     }
 
     @Test(arguments: [

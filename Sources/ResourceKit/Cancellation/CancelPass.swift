@@ -1,7 +1,8 @@
 /// One cancel that reaches several things at once (a scope's tree, a resource's operations, an operation's waits),
-/// run in the one hook order every cancel source keeps (Docs/Architecture.md, "One hook order"): every stop hook
-/// the cancel reaches first (the resource's `cancel()` and an operation's `onCancel` as they are reached, each
-/// wait's `onCancel` in ``finish()``), then every wait resumes, then every wait's `afterCancel`.
+/// run in the one hook order every cancel source keeps (Docs/Architecture.md, "One hook order"): every wait it
+/// reaches is marked cancelled as it is reached (so that nothing a hook wakes can complete it instead), every stop
+/// hook runs (an operation's `onCancel` after its waits were reached, the resource's `cancel()` after its
+/// operations, each wait's own `onCancel` in ``finish()``), then every wait resumes, then every `afterCancel`.
 ///
 /// The reaching half runs where the cancel starts (``ResourceScope``, ``ResourceHandle``, ``ResourceOperation``
 /// call ``CancellableOperation/reach(_:in:)`` on their members after their own locks are released); the pass only

@@ -129,7 +129,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///     operation (used for bounded cleanup); the handle and the deadline still do.
     ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
     ///     the canceller's thread, *before* the waiter resumes, and after every other stop hook the same cancel
-    ///     reaches (the resource's `cancel()`, the enclosing operations' `onCancel`; Docs/Architecture.md, "One
+    ///     reaches (the enclosing operations' `onCancel`, the resource's `cancel()`; Docs/Architecture.md, "One
     ///     hook order"): when a cancelled wait throws, its hook has run. Short, non-blocking, and it must not take
     ///     a lock held while completing.
     ///   - afterCancel: runs once, on the same thread, right *after* the waiter resumed, when `onCancel` ran:

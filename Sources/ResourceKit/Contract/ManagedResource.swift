@@ -15,8 +15,9 @@ public protocol ManagedResource: AnyObject, Sendable {
     /// possibly before any operation started. It runs inside `withTaskCancellationHandler`'s `onCancel`, under
     /// the runtime's task lock: never take a lock that an operation holds while resuming a continuation.
     ///
-    /// Order: it runs before the `onCancel` of the resource's operations and before any wait bound to the handle
-    /// resumes (Docs/Architecture.md, "One hook order"): when a cancelled operation throws, `cancel()` has run.
+    /// Order: the waits bound to the handle are marked cancelled first (a shutdown here cannot complete one
+    /// instead), the `onCancel` of the resource's operations runs, then `cancel()`, and only then do the waits
+    /// resume (Docs/Architecture.md, "One hook order"): when a cancelled operation throws, `cancel()` has run.
     func cancel()
 
     /// Releases the resource for good. Called exactly once by ResourceKit when the owning scope ends (last

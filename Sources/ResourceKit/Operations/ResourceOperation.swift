@@ -49,8 +49,9 @@ final class ResourceOperation: CancellableOperation {
         }
     }
 
-    /// Cancels the operation: the adapter's hook runs, once, on this thread, then its waiters resume with
-    /// `reason` (Docs/Architecture.md, "One hook order"). Non-blocking, idempotent, any thread.
+    /// Cancels the operation: its waiters are marked cancelled, the adapter's hook runs, once, on this thread,
+    /// then the waiters resume with `reason` (Docs/Architecture.md, "One hook order"). Non-blocking, idempotent,
+    /// any thread.
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
         var pass = CancelPass()
@@ -58,12 +59,13 @@ final class ResourceOperation: CancellableOperation {
         pass.finish()
     }
 
-    /// The hook now; the waiters as members of `pass` (a nested operation's hook runs now too).
+    /// The waiters as members of `pass` first (each decides it is cancelled, so that nothing the hook wakes can
+    /// complete it instead; their resumes wait for the pass), then the hook (a nested operation's runs first).
     @usableFromInline
     func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
         guard case .stop(let reason, let waiters) = machine.withLock({ $0.cancel(reason) }) else { return }
-        hook(reason)
         for waiter in waiters { waiter.reach(reason, in: &pass) }
+        hook(reason)
     }
 
     /// The task running the body was cancelled: the operations and scopes around it on the task first

@@ -8,9 +8,10 @@
 /// There are three levels of cancellation, and this function joins them (Docs/Architecture.md, "Three levels of
 /// cancellation"):
 /// - **Resource level**: the resource itself is cancelled (its scope's task, ``ResourceScope/cancel()``, the
-///   scope's deadline, ``ResourceHandle/cancel(_:)``). ResourceKit calls the adapter's
-///   ``ManagedResource/cancel()``, runs the `onCancel` of every operation running on it, resumes every wait
-///   bound to the handle and cancels the handle's ``ResourceHandle/parts``. The resource is finished.
+///   scope's deadline, ``ResourceHandle/cancel(_:)``). ResourceKit marks every wait bound to the handle
+///   cancelled, runs the `onCancel` of every operation running on it, calls the adapter's
+///   ``ManagedResource/cancel()``, cancels the handle's ``ResourceHandle/parts`` and resumes the waits. The
+///   resource is finished.
 /// - **Operation level**: only the task that runs this operation is cancelled, or `deadline` passes, while the
 ///   resource lives on (a shared connection, a pooled one).
 /// - **Borrowing scope**: the calling task's innermost ``ResourceScope`` does not own the resource (a pooled
@@ -23,8 +24,9 @@
 ///   reply to drain).
 ///
 /// Cancellation: a checkpoint first: if the task, the handle or `deadline` is already cancelled or past, it
-/// throws before `body` runs (nothing is sent). While `body` runs, a cancel calls `onCancel` once with the
-/// reason, on the canceller's thread, then resumes at once every ``CancellationCell`` the body runs unshielded
+/// throws before `body` runs (nothing is sent). While `body` runs, a cancel marks every ``CancellationCell`` the
+/// body runs unshielded cancelled (so that what `onCancel` wakes cannot complete one instead), calls `onCancel`
+/// once with the reason, on the canceller's thread, then resumes at once those cells
 /// (`IOReactor` waits, `BlockingPool` jobs, nested operations), whichever handle they are bound to: when a
 /// cancelled wait of the body throws, `onCancel` has run (Docs/Architecture.md, "One hook order"; a wait in a
 /// child task of the body is the exception: it may resume first). `onCancel` must be short and non-blocking (a

@@ -152,9 +152,9 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         registry.didReport(self, name)
     }
 
-    /// Cancels the resource: the adapter's ``ManagedResource/cancel()`` runs, then the `onCancel` of every
-    /// operation running on it, then every wait bound to it resumes at once with the reason's error
-    /// (Docs/Architecture.md, "One hook order"). Idempotent; a no-op after close. Non-blocking, any thread.
+    /// Cancels the resource: every wait bound to it is marked cancelled, the `onCancel` of every operation running
+    /// on it and the adapter's ``ManagedResource/cancel()`` run, then the waits resume at once with the reason's
+    /// error (Docs/Architecture.md, "One hook order"). Idempotent; a no-op after close. Non-blocking, any thread.
     public func cancel(_ reason: CancellationReason = .cancelled) {
         var pass = CancelPass()
         cancel(reason, in: &pass)
@@ -166,8 +166,10 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     func cancel(_ reason: CancellationReason, in pass: inout CancelPass) {
         guard let work = state.withLock({ $0.cancel(reason) }) else { return }
         registry.didRequestCancel(self, reason: reason)
-        work.resource?.cancel()
+        // The waits first (each decides it is cancelled: a shutdown in `cancel()` cannot complete one instead),
+        // with their operations' hooks; then the adapter's `cancel()`; then the parts.
         work.operations.forEach { $0.reach(reason, in: &pass) }
+        work.resource?.cancel()
         work.parts?.cancel(reason, in: &pass)
     }
 

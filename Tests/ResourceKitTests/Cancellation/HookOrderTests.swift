@@ -147,6 +147,27 @@ import Testing
         }
     }
 
+    /// A stop hook that wakes the work it stops (a shutdown makes a socket readable; here the hooks complete the
+    /// wait outright) cannot make the wait complete instead of the cancel: the wait was marked first.
+    @Test(arguments: [false, true])
+    func aHookThatWakesTheWaitDoesNotWinAgainstTheCancel(throughTheResource: Bool) async throws {
+        let cell = CancellationCell<Void>()
+        let parked = OneShotEvent()
+        try await withResourceScope("owner") { scope in
+            let resource = WakingResource(cell)
+            let handle = try await scope.register(resource, kind: HookShape.kind, label: "waking")
+            // Owner: this test, which cancels and awaits it.
+            let task = Task {
+                try await withResourceOperation(boundTo: handle, onCancel: { _ in cell.succeed(()) }) {
+                    try await cell.run(boundTo: handle) { _ in parked.set() }
+                }
+            }
+            try await parked.wait()
+            if throughTheResource { handle.cancel() } else { task.cancel() }
+            await #expect(throws: CancellationError.self) { try await task.value }
+        }
+    }
+
     /// The same order through real I/O: a wait on a pipe's read end in the reactor, cancelled through its task.
     @Test func aReactorWaitOnAPipe() async throws {
         let log = HookLog()
@@ -177,9 +198,9 @@ import Testing
         task.cancel()
         let seen = try await task.value
         // The task is the source: `afterCancel` has run by the time the task goes on (see the suite's comment).
-        #expect(seen == ["resource", "operation", "after"])
+        #expect(seen == ["operation", "resource", "after"])
         try await afterRan.wait()
-        #expect(log.entries == ["resource", "operation", "after"])
+        #expect(log.entries == ["operation", "resource", "after"])
     }
 }
 
@@ -208,6 +229,14 @@ final class HookLog: Sendable {
         let waited = snapshotTaken.wait(timeout: .now() + 5) == .success
         log.withLock { $0.append(waited ? "after" : "after, before the resume") }
     }
+}
+
+/// A resource whose `cancel()` completes a wait (as a shutdown wakes a read).
+final class WakingResource: ManagedResource {
+    let cell: CancellationCell<Void>
+    init(_ cell: CancellationCell<Void>) { self.cell = cell }
+    func cancel() { cell.succeed(()) }
+    func close() async throws {}
 }
 
 /// A resource whose `cancel()` logs, slowly, then passes it on.
