@@ -178,6 +178,16 @@ extension AdapterConformance {
                         """
                     )
                 }
+            } else if await Self.poll(probe, resource, until: false, within: bounds.hang).0 {
+                // It did stop, later: the stop is started too late, not missing (a timer, a retry, another task).
+                problems.append(
+                    """
+                    the external work was still running \(Self.text(bounds.externalStop)) after the \
+                    \(viaResource ? "resource" : "operation's task") was cancelled, and stopped only later: start the \
+                    stop from inside \(viaResource ? "cancel()" : "the operation's onCancel") itself (a non-blocking \
+                    send), not from a timer, a retry loop or a task started there.
+                    """
+                )
             } else if viaResource {
                 problems.append(
                     """

@@ -39,6 +39,7 @@ import Testing
         (.droppedDeadlineReason, "a scope deadline surfaces", "instead of DeadlineExceededError"),
         (.externalWorkNotStopped, "external work stops on an operation-level cancel", "stop the work in its onCancel"),
         (.writeInCancelledTask, "checkpoint", "must be a checkpoint"),
+        (.stopsLate, "external work stops on an operation-level cancel", "and stopped only later"),
     ])
     func eachSeededBugIsCaughtWithTheRightMessage(bug: CommandClient.Bug, check: String, message: String)
         async throws

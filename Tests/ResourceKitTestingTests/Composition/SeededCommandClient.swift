@@ -13,6 +13,8 @@ extension CommandClient {
         case externalWorkNotStopped
         /// The command is written before the cancellation checkpoint: a cancelled task still sends it.
         case writeInCancelledTask
+        /// The external work is stopped, but 200 ms after the cancel (a stop handed to a timer, a retry loop).
+        case stopsLate
     }
 
     func run(_ command: String, _ text: String, seeding bug: Bug?) async throws -> String {
@@ -27,7 +29,15 @@ extension CommandClient {
         let unblock = Array("UNBLOCK \(parts.id) \(tag)\n".utf8)
         do {
             return try await withResourceOperation(boundTo: registration.handle) { _ in
-                if bug != .externalWorkNotStopped { _ = try? parts.control.trySend(unblock) }
+                if bug == .stopsLate {
+                    // Owner: none; it ends on its own, 200 ms later (the seeded bug).
+                    Task.detached {
+                        try? await Task.sleep(for: .milliseconds(200))
+                        _ = try? parts.control.trySend(unblock)
+                    }
+                } else if bug != .externalWorkNotStopped {
+                    _ = try? parts.control.trySend(unblock)
+                }
             } _: {
                 if bug != .writeInCancelledTask { try await parts.commands.write(request) }
                 while let line = try await parts.commands.readLine() {
