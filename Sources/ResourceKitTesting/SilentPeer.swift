@@ -16,9 +16,7 @@ import Glibc
 public final class SilentPeer: Sendable {
     /// The port it listens on (127.0.0.1).
     public let port: Int
-    private let pid: Int32
-    /// The write end of the peer's standard input; closing it stops the peer. `nil` once stopped.
-    private let stdinWriter: Locked<Int32?>
+    private let process: PeerProcess
 
     /// Why the peer could not be started.
     public struct Unavailable: Error, CustomStringConvertible {
@@ -28,36 +26,17 @@ public final class SilentPeer: Sendable {
     /// Starts `command` (a path, or a name on `PATH`) and waits for the port it prints.
     /// - Throws: ``Unavailable`` when it cannot be started or does not print a port.
     public init(command: [String]) throws {
-        let input: (read: Int32, write: Int32)
-        let output: (read: Int32, write: Int32)
-        do {
-            input = try Syscall.makePipe()
-            output = try Syscall.makePipe()
-        } catch {
-            throw Unavailable(description: "pipe failed: \(error)")
-        }
-        let child: Int32
-        do {
-            child = try Syscall.spawn(
-                command, standardInput: .descriptor(input.read), standardOutput: .descriptor(output.write))
-        } catch {
-            [input.read, input.write, output.read, output.write].forEach(Syscall.close)
-            throw Unavailable(description: "could not start the peer process \(command.first ?? ""): \(error)")
-        }
-        Syscall.close(input.read)
-        Syscall.close(output.write)
-        defer { Syscall.close(output.read) }
+        let process = try PeerProcess(command)
+        defer { Syscall.close(process.output) }
         var line: [UInt8] = []
         var byte: UInt8 = 0
-        while (try? Syscall.value("read", { read(output.read, &byte, 1) })) == 1, byte != 10 { line.append(byte) }
+        while (try? Syscall.value("read", { read(process.output, &byte, 1) })) == 1, byte != 10 { line.append(byte) }
         guard let port = Int(String(decoding: line, as: UTF8.self)) else {
-            Syscall.close(input.write)
-            _ = try? Syscall.waitForExit(child)
+            process.stopNow()
             throw Unavailable(description: "the peer process did not report its port")
         }
         self.port = port
-        self.pid = child
-        self.stdinWriter = Locked(input.write)
+        self.process = process
     }
 
     /// A peer written in Python 3 (`python3` on `PATH`).
@@ -70,26 +49,12 @@ public final class SilentPeer: Sendable {
     ///
     /// Cancellation: a cancelled caller returns at once; the peer still exits and is reaped.
     public func stop() async {
-        guard let pid = closeInput() else { return }
-        _ = try? await BlockingPool.shared.run { try Syscall.waitForExit(pid) }
-    }
-
-    /// Closes the peer's input; returns its pid the first time.
-    private func closeInput() -> Int32? {
-        let writer = stdinWriter.withLock { writer -> Int32? in
-            defer { writer = nil }
-            return writer
-        }
-        guard let writer else { return nil }
-        Syscall.close(writer)
-        return pid
+        await process.stop()
     }
 
     deinit {
         // Dropped without stop(): the peer still exits (its input closes) and is reaped on the blocking pool.
-        if let pid = closeInput() {
-            BlockingPool.shared.submit { _ = try? Syscall.waitForExit(pid) }
-        }
+        process.stopSoon()
     }
 
     private static let pythonScript = """
