@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import ResourceKit
 import Synchronization
@@ -35,7 +36,14 @@ extension AdapterConformance {
                 }
             }
             await Self.parked(scope, within: bounds.settle)
-            borrower.withLock { $0 }?.cancel()
+            // From a thread of its own: the cancel runs the kit's 20 ms hook there, not on the cooperative pool.
+            let borrowing = borrower.withLock { $0 }
+            await withCheckedContinuation { (cancelled: CheckedContinuation<Void, Never>) in
+                Thread {
+                    borrowing?.cancel()
+                    cancelled.resume()
+                }.start()
+            }
             let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
             guard let ended else {
                 problems.append(

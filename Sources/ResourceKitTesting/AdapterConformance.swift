@@ -20,8 +20,9 @@ public import ResourceKit
 /// ``Bounds/cancelCall`` (median) and must never touch a descriptor it no longer owns; the operation must
 /// return within ``Bounds/promptReturn`` of a cancel and throw `CancellationError` (not an error of its
 /// own); a scope of the caller's that borrows the resource must stop it too, and not before the `onCancel` of a
-/// `withResourceOperation` around it ran (the one hook order); the scope must close the resource exactly once (after success, cancellation and failure) with
-/// every descriptor it opened released and nothing left in the registry.
+/// `withResourceOperation` around it ran (the one hook order); the scope must close the resource exactly once
+/// (after success, cancellation and failure) with every descriptor it opened released and nothing left in the
+/// registry.
 ///
 /// Given a request/response pair (`exchange`) and a probe of the external work (`externalWorkRunning`), it
 /// also checks what a cancel leaves behind: after at least 100 operation-level cancels at random points the
@@ -50,10 +51,10 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         public var reuseRounds = 100
         /// The scope deadline of the deadline check, from the scope's start (`make` runs within it).
         public var deadline: Duration = .milliseconds(500)
-        /// From the cancelled operation's return to the probe seeing the external work stopped: "at once". The
-        /// shipped adapters' probes see it 0.6 ms (Postgres) to 6 ms (the guide's composed client) after the
-        /// return on a quiet 2-core VM; 150 ms leaves a probe's round trips room on a loaded one, and still
-        /// catches work that goes on for 200 ms. Raise it for a probe that is slow to answer.
+        /// From the cancelled operation's return to the probe seeing the external work stopped: "at once". Far
+        /// above what the shipped adapters' probes need on a loaded 2-core VM (each kit report prints the figure),
+        /// and below 200 ms, so that work which goes on that long is caught. Raise it for a probe that is slow to
+        /// answer.
         public var externalStop: Duration = .milliseconds(150)
         /// How long the probe must keep saying "stopped" once it first did: work that goes on (a probe that
         /// looked in a gap) shows up again within it.

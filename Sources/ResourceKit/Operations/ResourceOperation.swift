@@ -72,11 +72,7 @@ final class ResourceOperation: CancellableOperation {
     /// (``TaskCancelChain``).
     @usableFromInline
     func taskCancelled() {
-        if taskScope == nil, taskEnclosing == nil {
-            cancel(.cancelled)
-        } else {
-            TaskCancelChain.taskCancelled(self)
-        }
+        TaskCancelChain.taskCancelled(self)
     }
 
     /// Tracks something the body waits on; cancels it at once if the operation was cancelled already.

@@ -31,9 +31,9 @@
 /// cancelled wait of the body throws, `onCancel` has run (Docs/Architecture.md, "One hook order"; a wait in a
 /// child task of the body is the exception: it may resume first). `onCancel` must be short and non-blocking (a
 /// non-blocking send such as `SocketConnection.trySend`, a job handed to `BlockingPool`): the waits resume only
-/// after it returns. It must not take a lock that is held while a continuation is resumed. If the body then fails, the reason's error is thrown (`CancellationError` or
-/// ``DeadlineExceededError``), whatever the body threw; if the body completed anyway, its result stands. A
-/// cancel after the body ended does nothing.
+/// after it returns. It must not take a lock that is held while a continuation is resumed. If the body then
+/// fails, the reason's error is thrown (`CancellationError` or ``DeadlineExceededError``), whatever the body
+/// threw; if the body completed anyway, its result stands. A cancel after the body ended does nothing.
 ///
 /// - Parameters:
 ///   - handle: the resource's registration; `nil` runs the operation bound to its task and `deadline` only.

@@ -130,11 +130,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// (``TaskCancelChain``).
     @usableFromInline
     func taskCancelled() {
-        if taskParent == nil {
-            cancel(.cancelled)
-        } else {
-            TaskCancelChain.taskCancelled(self)
-        }
+        TaskCancelChain.taskCancelled(self)
     }
 
     /// A scope for `withResourceScope`'s body on the calling task: a child of the task's innermost scope, and a
