@@ -59,8 +59,11 @@ import Testing
         defer { reactor.shutdown() }
         let set = LibraryDescriptors(reactor: reactor)
         let library = try Pair()
-        set.insert(library.library)
-        let number = library.library
+        // On a number nothing else in the process is given (the lowest free one always goes first): a stranger
+        // pair made below cannot land on it by chance, only through the explicit reuse.
+        let number = fcntl(library.library, F_DUPFD_CLOEXEC, 17_100)
+        Glibc.close(library.library)
+        set.insert(number)
         #expect(set.close(number))
         let stranger = try Pair()
         defer {
