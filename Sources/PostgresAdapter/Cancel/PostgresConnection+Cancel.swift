@@ -106,13 +106,23 @@ extension PostgresConnection {
         }
     }
 
+    /// While a pool's driver sends shared statements on this connection, `gate` answers whether a cancel that did
+    /// not stop the batch is still wanted (the batch's head is a statement whose caller left); without it, a resend
+    /// would stop an innocent statement. `nil` when the driver lets the connection go. `gate` is called with no
+    /// lock of the connection held.
+    func askBeforeResending(_ gate: (@Sendable () -> Bool)?) {
+        state.withLock { $0.resendGate = gate }
+    }
+
     /// On the timers' thread: if query `id` is still on the wire and the server has sent nothing since (a
     /// cancel request that reached another server behind a balancer changes nothing), cancel it again.
     private func resendIfUnanswered(_ id: ConnectionStateMachine.QueryID) {
+        // The pool's gate is asked outside this connection's lock: it takes the pool's lock, and no lock of the
+        // connection is ever held while a pool's is taken.
+        let gate = state.withLock { state in state.machine.resendBasis(id) != nil ? state.resendGate : nil }
+        guard gate?() ?? true else { return }
         let unanswered = state.withLock { state -> Bool in
-            guard state.machine.resendBasis(id) != nil, state.socket >= 0, state.conn != nil,
-                state.sharedResendGate?() ?? true
-            else { return false }
+            guard state.machine.resendBasis(id) != nil, state.socket >= 0, state.conn != nil else { return false }
             var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
             return poll(&entry, 1, 0) == 0  // else an answer is arriving: it stopped
         }

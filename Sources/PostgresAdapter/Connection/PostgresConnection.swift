@@ -46,10 +46,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         /// What a cleanup waiting for the cancels in flight awaits: made when a cancel starts from none, set
         /// when the machine says the last one finished. A waiting primitive, not state: the machine counts.
         var cancelsSettled: OneShotEvent?
-        /// While a pool's driver sends shared statements on the connection: whether a cancel that did not stop
-        /// its batch is still wanted (the batch's head is a statement whose caller left); else no resend, which
-        /// would stop an innocent statement.
-        var sharedResendGate: (@Sendable () -> Bool)?
+        /// Set through ``askBeforeResending(_:)`` only (a pool's driver of shared statements).
+        var resendGate: (@Sendable () -> Bool)?
         /// The settings this connection asked its session for after it connected (``PostgresSessionOptions``),
         /// as statements: the pool's session reset applies them again (``PostgresSessionReset``).
         var sessionRestore: [String] = []

@@ -170,11 +170,9 @@ extension PostgresPool {
             return
         }
         Self.leasesHeld.add(1, ordering: .relaxed)
-        connection.state.withLock { state in
-            state.sharedResendGate = { [shared] in shared.withLock { $0.cancelStillWanted(driver) } }
-        }
+        connection.askBeforeResending { [shared] in shared.withLock { $0.cancelStillWanted(driver) } }
         defer {
-            connection.state.withLock { $0.sharedResendGate = nil }
+            connection.askBeforeResending(nil)
             Self.leasesHeld.subtract(1, ordering: .relaxed)
             release(connection)
         }
