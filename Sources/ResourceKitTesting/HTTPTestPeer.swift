@@ -12,6 +12,7 @@ import Glibc
 ///
 /// Paths (`GET` or any method; the request's head ends at a blank line, a body is not read):
 /// - `/answer`: `200 OK` with the body `ok` at once (the connection stays open: keep-alive);
+/// - `/echo/<text>`: `200 OK` with the body `<text>` at once (for the kit's `exchange`);
 /// - `/trickle`: `200 OK` with a 100-byte body, one byte every 50 ms;
 /// - `/never`: no answer, ever (the connection is held until the client closes it);
 /// - `/hold/<key>`: no answer until ``release(_:)`` with that key, then `200 OK` with the body `released`.
@@ -138,6 +139,8 @@ public final class HTTPTestPeer: Sendable {
             report("request %d %s" % (number, path))
             if path == "/answer":
                 answer(sock, "ok")
+            elif path.startswith("/echo/"):
+                answer(sock, path[len("/echo/"):])
             elif path == "/trickle":
                 try:
                     sock.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 100\\r\\n\\r\\n")

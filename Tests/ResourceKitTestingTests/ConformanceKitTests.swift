@@ -59,6 +59,12 @@ import Testing
         let buggy = try await exclusively { await kit(.leavesSocketOpen).inTheTestProcess.run() }
         #expect(buggy.failures.map(\.name) == ["the operation's own descriptors are released"], "\(buggy)")
         #expect(buggy.failures.first?.failure?.contains("LibraryDescriptors.shutdownAll()") == true)
+        // A socket shut down 200 ms after the cancel, the request returning only then: stopped, but late.
+        var lateKit = kit(.shutsDownLate)
+        lateKit.bounds.startRounds = 10  // each round lasts the 200 ms
+        let late = try await exclusively { await lateKit.inTheTestProcess.run() }
+        let lateCheck = late.failures.first { $0.name == "the operation's own descriptors are released" }
+        #expect(lateCheck?.failure?.contains("the transfer went on after the cancel") == true, "\(late)")
     }
 
     @Test(arguments: [

@@ -15,7 +15,8 @@ import Testing
         .filter { $0.hasSuffix(".md") }.sorted().map { "Docs/Guides/" + $0 }
     static let sourceFolders = [
         "Tests", "Docs/Blocks", "Examples/ProcessAdapter/Sources", "Examples/ProcessAdapter/Tests",
-        "Examples/SQLiteAdapter/Sources", "Examples/SQLiteAdapter/Tests",
+        "Examples/SQLiteAdapter/Sources", "Examples/SQLiteAdapter/Tests", "Examples/CurlAdapter/Sources",
+        "Examples/CurlAdapter/Tests",
     ]
 
     struct Block {

@@ -29,6 +29,8 @@ import Testing
             try await client.write(Self.get("/answer"))
             let answered = try await Self.response(from: client)
             #expect(answered.status == "HTTP/1.1 200 OK" && answered.body == "ok")
+            try await client.write(Self.get("/echo/token-7"))
+            #expect(try await Self.response(from: client).body == "token-7")
             try await until("the peer counts the connection", peer.openConnectionCounts()) { $0 == 1 }
 
             // Held until released (the same connection: keep-alive).

@@ -11,6 +11,9 @@ final class SeededRequester: ManagedResource {
         /// A cancelled request leaves its socket open and connected (closed only when the resource closes): the
         /// peer never learns that nobody waits for its answer.
         case leavesSocketOpen
+        /// The request waits outside ResourceKit (a detached task, which no cancel reaches) and its `onCancel`
+        /// shuts the socket down 200 ms later: the request returns only then, its socket stopped late.
+        case shutsDownLate
     }
 
     static let kind = ResourceKind(name: "test.seeded-requester", closeTimeout: .seconds(1))
@@ -35,11 +38,15 @@ final class SeededRequester: ManagedResource {
     /// One request to a peer that never answers: connects, then waits for a reply.
     func request() async throws {
         let handle = handle.withLock { $0 }
-        try await withResourceOperation(
-            boundTo: handle, onCancel: { [self] _ in if bug == nil { sockets.shutdownAll() } }
-        ) {
+        try await withResourceOperation(boundTo: handle, onCancel: { [self] _ in stop() }) {
             let fd = try connect()
-            defer { if bug == nil { sockets.close(fd) } }
+            defer { if bug != .leavesSocketOpen { sockets.close(fd) } }
+            if bug == .shutsDownLate {
+                _ = try await Task.detached { [sockets] in
+                    try await sockets.reactor.wait(for: fd, .readable, heldBy: sockets, boundTo: nil, deadline: nil)
+                }.value
+                return
+            }
             _ = try await sockets.reactor.wait(for: fd, .readable, heldBy: sockets, boundTo: handle, deadline: nil)
         }
     }
@@ -65,8 +72,20 @@ final class SeededRequester: ManagedResource {
         return fd
     }
 
+    private func stop() {
+        switch bug {
+        case nil: sockets.shutdownAll()
+        case .leavesSocketOpen: break
+        case .shutsDownLate:
+            Task.detached { [sockets] in
+                try? await Task.sleep(for: .milliseconds(200))
+                sockets.shutdownAll()
+            }
+        }
+    }
+
     func cancel() {
-        if bug == nil { sockets.shutdownAll() }
+        stop()
     }
 
     func close() async throws {
