@@ -9,7 +9,7 @@ import Glibc
 /// Waiting for the server's answer: park on the reactor, or first look again for a moment when that pays.
 extension PostgresConnection {
     /// Waits until `socket` is readable. The first time for a query (`lookedAgain` false), when no other query of
-    /// this process is in flight or about to be (``othersAreBusy``), it looks again for up to ``answerSpin`` first: a
+    /// this process is in flight or about to be (``CooperativeLoad/othersAreBusy``), it looks again for up to ``answerSpin`` first: a
     /// local server usually answers a lone short query within it, and parking on the reactor costs two thread
     /// wake-ups. Under load it parks at once: with other queries in flight, a look would hold a cooperative thread
     /// that their results need, and burn CPU that the server needs (the bench's 64-task row). Only a caller's own
@@ -38,7 +38,7 @@ extension PostgresConnection {
         let callersActor: (any Actor)? = #isolation
         let look = Self.looksAgain(
             firstWait: first, callersOwn: bindToCaller, onActor: callersActor != nil,
-            onReactorThread: reactor.isCurrentThread, othersAreBusy: Self.othersAreBusy)
+            onReactorThread: reactor.isCurrentThread, othersAreBusy: CooperativeLoad.postgres.othersAreBusy)
         if look { answerLooks.add(1, ordering: .relaxed) }
         if look,
             Self.becomesReadable(
@@ -63,21 +63,6 @@ extension PostgresConnection {
     /// How long a lone query's first wait for its answer polls the socket before parking on the reactor. The
     /// figures, with and without it, are in the measurement log (Benchmarks/History.md).
     static let answerSpin: Duration = .microseconds(100)
-
-    /// Whether another query of this process may be in flight or about to be: another operation collects answers
-    /// (``answersAwaited``; the caller counts itself), or more than one pooled connection is leased (its lessee may
-    /// be queued for a cooperative thread, with nothing on the wire yet). Either way a look would hold a
-    /// cooperative thread that other work needs.
-    static var othersAreBusy: Bool {
-        answersAwaited.load(ordering: .relaxed) > 1 || PostgresPool.leasesHeld.load(ordering: .relaxed) > 1
-    }
-
-    /// Operations of this process collecting a query's answers, from the first look at the socket after the send
-    /// to ReadyForQuery (parked, looking, or reading rows): with more than one, a query never looks again before
-    /// parking. Counting only the queries parked for their *first* answer (the rule before) let most queries of
-    /// a 64-task load look, because the others were reading or between a lease and a send at that instant: 0.58
-    /// `sched_yield` and 0.6 `poll` per query, for answers that came later than ``answerSpin``.
-    static let answersAwaited = Atomic<Int>(0)
 
     /// Polls `socket` without blocking (yielding the CPU between looks) until it is readable, `limit` passed,
     /// or `stop()` holds (a cancellation: the caller then parks and is resumed at once). Never blocks: each

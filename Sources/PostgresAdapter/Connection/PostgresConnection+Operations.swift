@@ -347,8 +347,8 @@ extension PostgresConnection {
         consume: (OpaquePointer) -> Bool
     ) async throws -> ResultsEnd {
         var spunOnce = false
-        Self.answersAwaited.add(1, ordering: .relaxed)
-        defer { Self.answersAwaited.subtract(1, ordering: .relaxed) }
+        CooperativeLoad.postgres.answersAwaited()
+        defer { CooperativeLoad.postgres.answersCollected() }
         while true {
             switch try pump(id, consume: consume) {
             case .finished(let end):

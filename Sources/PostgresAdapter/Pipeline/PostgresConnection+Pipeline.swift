@@ -44,8 +44,8 @@ extension PostgresConnection {
         var ourCancelSeen = false
         try await flushThen(id) {
             var spunOnce = false
-            Self.answersAwaited.add(1, ordering: .relaxed)
-            defer { Self.answersAwaited.subtract(1, ordering: .relaxed) }
+            CooperativeLoad.postgres.answersAwaited()
+            defer { CooperativeLoad.postgres.answersCollected() }
             while true {
                 enum Step {
                     case wait(Int32)

@@ -200,8 +200,8 @@ public final class PostgresPool: Sendable {
     /// Cancellation: see the type's documentation.
     public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         let connection = try await lease()
-        Self.leasesHeld.add(1, ordering: .relaxed)
-        defer { Self.leasesHeld.subtract(1, ordering: .relaxed) }
+        CooperativeLoad.postgres.leaseTaken()
+        defer { CooperativeLoad.postgres.leaseReturned() }
         let value: T
         do {
             value = try await body(connection)
@@ -215,11 +215,6 @@ public final class PostgresPool: Sendable {
 
     /// How many leases looked at an idle connection before handing it out (for tests).
     let idleLooks = Atomic<Int>(0)
-
-    /// Connections leased from every pool of this process: a sign of load that the connection's answer wait
-    /// reads (``PostgresConnection/othersAreBusy``). A leased connection counts while its lessee is queued for a
-    /// cooperative thread, when no query of it is on the wire yet.
-    static let leasesHeld = Atomic<Int>(0)
 
     func lease() async throws -> PostgresConnection {
         try Task.checkCancellation()

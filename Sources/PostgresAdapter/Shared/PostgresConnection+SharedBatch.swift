@@ -33,8 +33,8 @@ extension PostgresConnection {
         guard let (id, count, prefixed) = try sendSharedBatch(claim, carryingReset: resetSession) else { return }
         sent(id)
         try await flush(id)
-        Self.answersAwaited.add(1, ordering: .relaxed)
-        defer { Self.answersAwaited.subtract(1, ordering: .relaxed) }
+        CooperativeLoad.postgres.answersAwaited()
+        defer { CooperativeLoad.postgres.answersCollected() }
         var index = prefixed ? -1 : 0  // -1: the carried reset's segment
         var current: Result<PostgresResult, PostgresError>?
         var lookedAgain = true  // the driver parks at once: it never holds its thread for a look

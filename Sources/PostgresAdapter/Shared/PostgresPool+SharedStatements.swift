@@ -66,9 +66,9 @@ extension PostgresPool {
         try SharedStatementRules.check(statement.sql)
         if shared.withLock({ $0.driverCount == 0 }), let connection = try await leaseIfFree() {
             // No driver running and a connection free: the statement runs on it alone, as in `withConnection`.
-            Self.leasesHeld.add(1, ordering: .relaxed)
+            CooperativeLoad.postgres.leaseTaken()
             defer {
-                Self.leasesHeld.subtract(1, ordering: .relaxed)
+                CooperativeLoad.postgres.leaseReturned()
                 release(connection)
             }
             return try await connection.runStandalone(statement)
@@ -169,11 +169,11 @@ extension PostgresPool {
             for waiter in shared.withLock({ $0.driverFailed(driver) }) { waiter.resume(throwing: failure) }
             return
         }
-        Self.leasesHeld.add(1, ordering: .relaxed)
+        CooperativeLoad.postgres.leaseTaken()
         connection.askBeforeResending { [shared] in shared.withLock { $0.cancelStillWanted(driver) } }
         defer {
             connection.askBeforeResending(nil)
-            Self.leasesHeld.subtract(1, ordering: .relaxed)
+            CooperativeLoad.postgres.leaseReturned()
             release(connection)
         }
         while true {
