@@ -11,17 +11,24 @@ extension AdapterConformance {
     /// "Blocked" is confirmed on the wire before the kit cancels: each new TCP socket is connected and has sent
     /// data (the request is out), or ``Bounds/settle`` four times over passed. After the cancel the kit watches
     /// those descriptors: they must stop within ``Bounds/externalStop`` of the cancel (a loop that looks at a flag
-    /// at its next turn stops late), and be stopped when the operation returned.
+    /// at its next turn stops late), be stopped when the operation returned, and be closed by the scope's end.
     func operationDescriptorsReleased() async -> ConformanceReport.Check {
         let name = "the operation's own descriptors are released"
         guard let ownedDescriptors else {
             return Self.skipped(name, "needs ownedDescriptors, asked while the operation runs")
         }
-        return await withFreshResource(name) { scope, resource, _, problems, measurements in
+        let operations = Locked<[Int32: String]>([:])
+        return await withFreshResource(name, alsoClosedByTheEnd: operations) {
+            scope, resource, _, problems, measurements in
             let atMake = Set(ownedDescriptors(resource))
             let (task, returned) = Self.start(operation, on: resource)
             await Self.parked(scope, within: bounds.settle)
             let opened = await confirmedOnTheWire(resource, besides: atMake, measurements: &measurements)
+            // Shut down is enough at the return; by the scope's end each must be closed (a shut-down socket never
+            // closed is a descriptor leaked).
+            operations.withLock { seen in
+                for fd in opened.keys { seen[fd] = DescriptorLedger.target(of: fd) }
+            }
             let cancelled = ContinuousClock.now
             task.cancel()
             // The wire, watched while the operation returns: when did its descriptors stop?

@@ -32,6 +32,7 @@ extension AdapterConformance {
         _ name: String,
         bodyThrows: (any Error)? = nil,
         deadline: ContinuousClock.Instant? = nil,
+        alsoClosedByTheEnd: Locked<[Int32: String]>? = nil,
         _ body: (ResourceScope, Resource, _ opened: [Int32: String], inout [String], inout [String]) async -> Void
     ) async -> ConformanceReport.Check {
         // The shared reactor and pool open their own descriptors on first use: not the adapter's.
@@ -68,6 +69,8 @@ extension AdapterConformance {
         } catch {
             if !made { problems.append("make threw \(type(of: error)): \(error); the check could not run.") }
         }
+        // Descriptors the body saw the resource open later (an operation's socket): closed by the scope's end too.
+        opened.merge(alsoClosedByTheEnd?.withLock { $0 } ?? [:]) { made, _ in made }
         // First, the moment the scope ended: a close that only handed the work to another thread is seen here.
         var leaked = DescriptorLedger.stillOpen(opened)
         let totals = registry.snapshot().totals

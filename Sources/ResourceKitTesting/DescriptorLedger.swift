@@ -49,7 +49,7 @@ public struct DescriptorLedger: Sendable, Hashable {
     }
 
     /// What descriptor `fd` of this process points to (`/proc/self/fd`'s link), or `nil` if it is not open.
-    private static func target(of fd: Int32) -> String? {
+    static func target(of fd: Int32) -> String? {
         var buffer = [CChar](repeating: 0, count: 512)
         let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }

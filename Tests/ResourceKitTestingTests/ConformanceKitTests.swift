@@ -65,6 +65,10 @@ import Testing
         let late = try await exclusively { await lateKit.inTheTestProcess.run() }
         let lateCheck = late.failures.first { $0.name == "the operation's own descriptors are released" }
         #expect(lateCheck?.failure?.contains("the transfer went on after the cancel") == true, "\(late)")
+        // Shut down at the cancel, but never closed: the scope's end finds the descriptor leaked.
+        let forgotten = try await exclusively { await kit(.forgetsToClose).inTheTestProcess.run() }
+        let forgottenCheck = forgotten.failures.first { $0.name == "the operation's own descriptors are released" }
+        #expect(forgottenCheck?.failure?.contains("close() left 1 descriptor(s) open") == true, "\(forgotten)")
     }
 
     @Test(arguments: [

@@ -14,6 +14,8 @@ final class SeededRequester: ManagedResource {
         /// The request waits outside ResourceKit (a detached task, which no cancel reaches) and its `onCancel`
         /// shuts the socket down 200 ms later: the request returns only then, its socket stopped late.
         case shutsDownLate
+        /// A cancelled request's socket is shut down at once, then forgotten: taken out of the set, never closed.
+        case forgetsToClose
     }
 
     static let kind = ResourceKind(name: "test.seeded-requester", closeTimeout: .seconds(1))
@@ -40,7 +42,13 @@ final class SeededRequester: ManagedResource {
         let handle = handle.withLock { $0 }
         try await withResourceOperation(boundTo: handle, onCancel: { [self] _ in stop() }) {
             let fd = try connect()
-            defer { if bug != .leavesSocketOpen { sockets.close(fd) } }
+            defer {
+                switch bug {
+                case .leavesSocketOpen: break
+                case .forgetsToClose: sockets.remove(fd)
+                case nil, .shutsDownLate: sockets.close(fd)
+                }
+            }
             if bug == .shutsDownLate {
                 _ = try await Task.detached { [sockets] in
                     try await sockets.reactor.wait(for: fd, .readable, heldBy: sockets, boundTo: nil, deadline: nil)
@@ -74,7 +82,7 @@ final class SeededRequester: ManagedResource {
 
     private func stop() {
         switch bug {
-        case nil: sockets.shutdownAll()
+        case nil, .forgetsToClose: sockets.shutdownAll()
         case .leavesSocketOpen: break
         case .shutsDownLate:
             Task.detached { [sockets] in
