@@ -35,7 +35,10 @@ extension AdapterConformance {
             var stopped: Duration?
             while !opened.isEmpty, ContinuousClock.now - cancelled < bounds.hang {
                 if opened.allSatisfy({ fd, identity in identity.isStopped(fd) }) {
-                    stopped = ContinuousClock.now - cancelled
+                    // Seen now, or at the return if that came first: a look delayed by a loaded machine must not
+                    // make a stop that came with the return look late.
+                    let seen = ContinuousClock.now
+                    stopped = min(seen, returned.withLock { $0 } ?? seen) - cancelled
                     break
                 }
                 if returned.withLock({ $0 }) != nil { break }
