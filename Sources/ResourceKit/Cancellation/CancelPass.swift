@@ -21,7 +21,15 @@ package struct CancelPass {
     /// cancelled, in one step, with the resumes.
     private var others: [(any CancellableOperation, CancellationReason)] = []
 
+    /// Cells reached while their `start` ran: they finish in ``finish()``, after this pass's stop hooks.
+    private var held: [any HeldByPass] = []
+
     package init() {}
+
+    /// A cell whose cancel was only noted (its `start` runs): its hooks and resume wait for this pass.
+    mutating func hold(_ cell: any HeldByPass) {
+        held.append(cell)
+    }
 
     /// The number of waits and other members left for ``finish()`` (for tests).
     var pending: Int { resumes.count + others.count }
@@ -39,11 +47,21 @@ package struct CancelPass {
     /// Runs what the pass collected, in the hook order: every wait's `onCancel`, then every resume (and the other
     /// members' cancels), then every `afterCancel`.
     package consuming func finish() {
+        // Every stop hook that reaching ran is done: a held cell whose `start` returned is this pass's to finish.
+        for cell in held {
+            if let late = cell.passFinished() { resumes.append(late) }
+        }
         for entry in resumes { entry.hooks.before?(entry.reason) }
         for entry in resumes { entry.waiter.resume(throwing: entry.reason.error) }
         for (member, reason) in others { member.cancel(reason) }
         for entry in resumes { entry.hooks.after?(entry.reason) }
     }
+}
+
+/// A cell a ``CancelPass`` reached while its `start` ran, whose hooks and resume wait for that pass.
+protocol HeldByPass: AnyObject {
+    /// The pass's stop hooks are done: what the cell left to it, if its `start` returned meanwhile.
+    func passFinished() -> CancelPass.Resume?
 }
 
 extension CancellableOperation {

@@ -48,7 +48,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// Cancels the operation. Synchronous, non-blocking and idempotent; callable from any thread, before,
     /// during or after the operation. Only the first effective call acts.
     public func cancel(_ reason: CancellationReason = .cancelled) {
-        let (action, hooks) = decideCancel(reason)
+        let (action, hooks, _) = decideCancel(reason)
         if case .runHookThenResume(let waiter, let reason) = action {
             hooks.run(resuming: waiter, with: reason)
         }
@@ -58,19 +58,28 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     /// every wait's `onCancel` before it resumes any (Docs/Architecture.md, "One hook order").
     @usableFromInline
     package func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
-        let (action, hooks) = decideCancel(reason)
+        let (action, hooks, held) = decideCancel(reason, inPass: true)
         if case .runHookThenResume(let waiter, let reason) = action {
             pass.resume(waiter, hooks: hooks, reason: reason)
+        } else if held {
+            pass.hold(self)
         }
     }
 
-    private func decideCancel(_ reason: CancellationReason) -> (Machine.CancelAction, CancellationHooks) {
+    /// `inPass`: a pass that reaches the cell while its `start` runs holds it, so that the hooks and the resume
+    /// `start`'s return would run wait for the pass's stop hooks (``passFinished()``).
+    private func decideCancel(
+        _ reason: CancellationReason, inPass: Bool = false
+    ) -> (Machine.CancelAction, CancellationHooks, held: Bool) {
         inner.withLock { inner in
+            let starting = inner.machine.isStarting
             let action = inner.machine.cancel(reason)
             if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
                 inner.cancelRequestedAt = MonotonicNanoseconds.now
             }
-            return (action, inner.hooks)
+            let held = inPass && starting && inner.machine.cancellationReason != nil
+            if held { inner.passesHolding += 1 }
+            return (action, inner.hooks, held)
         }
     }
 
@@ -226,8 +235,17 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             waiter.resume(with: kept ?? .failure(CancellationError()))
         case .start:
             start()
-            let (after, hooks) = inner.withLock { ($0.machine.startReturned(), $0.hooks) }
-            if case .runHookThenResume(let waiter, let reason) = after {
+            let (after, hooks) = inner.withLock { inner -> (Machine.StartReturnedAction?, CancellationHooks) in
+                let after = inner.machine.startReturned()
+                // A pass that reached the cell while `start` ran runs its hooks and resume after its own stop hooks
+                // (Docs/Architecture.md, "One hook order").
+                if case .runHookThenResume(let waiter, let reason) = after, inner.passesHolding > 0 {
+                    inner.deferred = CancelPass.Resume(hooks: inner.hooks, waiter: waiter, reason: reason)
+                    return (nil, inner.hooks)
+                }
+                return (after, inner.hooks)
+            }
+            if case .runHookThenResume(let waiter, let reason)? = after {
                 hooks.run(resuming: waiter, with: reason)
             }
         }
@@ -239,6 +257,17 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         let requested = inner.withLock { $0.cancelRequestedAt }
         if let requested {
             handle.recordCancellationLatency(nanoseconds: MonotonicNanoseconds.now &- requested)
+        }
+    }
+}
+
+extension CancellationCell: HeldByPass {
+    func passFinished() -> CancelPass.Resume? {
+        inner.withLock { inner in
+            inner.passesHolding -= 1
+            guard inner.passesHolding == 0, let deferred = inner.deferred else { return nil }
+            inner.deferred = nil
+            return deferred
         }
     }
 }
@@ -270,4 +299,8 @@ struct CancellationCellState {
     var recordsLatency = false
     /// A result delivered before `run` suspended (the machine says when the waiter takes it).
     var kept: Result<any Sendable, any Error>?
+    /// Passes that reached the cell while its `start` ran and have not finished (``CancelPass/hold(_:)``).
+    var passesHolding = 0
+    /// The hooks and resume a `start` that returned while a pass held the cell left to that pass.
+    var deferred: CancelPass.Resume?
 }
