@@ -9,10 +9,11 @@ import Glibc
 /// Waiting for the server's answer: park on the reactor, or first look again for a moment when that pays.
 extension PostgresConnection {
     /// Waits until `socket` is readable. The first time for a query (`lookedAgain` false), when no other query of
-    /// this process is in flight or about to be (``CooperativeLoad/othersAreBusy``), it looks again for up to ``answerSpin`` first: a
-    /// local server usually answers a lone short query within it, and parking on the reactor costs two thread
-    /// wake-ups. Under load it parks at once: with other queries in flight, a look would hold a cooperative thread
-    /// that their results need, and burn CPU that the server needs (the bench's 64-task row). Only a caller's own
+    /// this process is in flight or about to be (``CooperativeLoad/othersAreBusy``), it looks again for up to
+    /// ``answerSpin`` first: a local server usually answers a lone short query within it, and parking on the
+    /// reactor costs two thread wake-ups. Under load it parks at once: with other queries in flight, a look would
+    /// hold a cooperative thread that their results need, and burn CPU that the server needs (the bench's 64-task
+    /// row). Only a caller's own
     /// operation looks again; a drain parks at once, and so does a caller on an actor (the look would hold the
     /// actor) and a task running on the reactor's own thread (it prefers the reactor as its executor), where a
     /// look would hold back every other readiness event.
