@@ -123,9 +123,21 @@ struct ConnectionStateMachine: Sendable, Equatable {
     }
 
     private(set) var usability: Usability = .usable(Usable())
-    /// An operation holds the connection. Independent of the rest: an operation may hold a connection in every
-    /// state (it learns that it broke, or that its owner closed it, when it next asks).
-    private(set) var leased = false
+    /// Who holds the connection: nobody, an operation, or the cleanup a pool runs between leases.
+    enum Holder: Sendable, Equatable {
+        case nobody
+        /// An operation (``begin(carryingReset:)``), which runs the cleanup first when one is owed.
+        case operation
+        /// The cleanup alone (``beginCleanup()``): what a cancelled lease left, run with no operation behind it.
+        case cleanup
+    }
+
+    /// Who holds the connection. Independent of the rest: a holder may hold a connection in every state (it
+    /// learns that it broke, or that its owner closed it, when it next asks).
+    private(set) var holder = Holder.nobody
+
+    /// An operation or a cleanup holds the connection.
+    var leased: Bool { holder != .nobody }
     /// The cancels of the query on the wire (or of the last one, while they finish). Independent of
     /// ``usability`` too: cancels sent before a loss or a close still finish.
     private(set) var cancels: Cancels?
@@ -223,7 +235,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
     mutating func begin(carryingReset: Bool = false) -> BeginAction {
         if isUnusable { return .refuseUnusable }
         if leased { return .refuseBusy }
-        leased = true
+        holder = .operation
         if carryingReset, onlySessionResetOwed { return .ready }
         return needsCleanup ? .cleanUpFirst : .ready
     }
@@ -237,9 +249,31 @@ struct ConnectionStateMachine: Sendable, Equatable {
         return true
     }
 
-    /// The operation that held the connection is over (its results read, or it left them to drain).
+    /// The operation (or the cleanup) that held the connection is over (its results read, or it left them to
+    /// drain).
     mutating func end() {
-        leased = false
+        holder = .nobody
+    }
+
+    enum CleanupStartAction: Sendable, Equatable {
+        /// The cleanup holds the connection: run ``nextCleanupStep()`` to `.done`, then ``end()``.
+        case cleanUp
+        /// Nothing is owed: the connection is clean as it is (and nobody holds it).
+        case nothingOwed
+        /// Broken or closed.
+        case refuseUnusable
+        /// An operation or another cleanup holds it.
+        case refuseBusy
+    }
+
+    /// A pool wants the cleanup of a returned connection run now, with no operation behind it: the connection is
+    /// held by the cleanup (``Holder/cleanup``) until ``end()``, so that nothing else starts on it meanwhile.
+    mutating func beginCleanup() -> CleanupStartAction {
+        if isUnusable { return .refuseUnusable }
+        if leased { return .refuseBusy }
+        guard needsCleanup else { return .nothingOwed }
+        holder = .cleanup
+        return .cleanUp
     }
 
     enum CleanupStep: Sendable, Equatable {

@@ -53,8 +53,8 @@ extension PostgresConnection {
 
     /// Waits for cancels in flight, drains an abandoned query to ReadyForQuery, rolls back an interrupted
     /// transaction, resets the session when the pool owes that, in the state machine's order. The caller holds the
-    /// connection.
-    private func cleanUp() async throws {
+    /// connection (an operation, or the cleanup itself).
+    func cleanUp() async throws {
         let deadline = ContinuousClock.now + cancelTimeout
         do {
             while true {

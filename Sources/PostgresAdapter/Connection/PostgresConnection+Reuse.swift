@@ -29,16 +29,24 @@ extension PostgresConnection {
         }
     }
 
-    /// The connection's cleanup, run now: cancels settled, the cancelled query drained, the transaction rolled
-    /// back. The pool runs it on a returned connection, and a shared statement that opened a transaction block
-    /// runs it before its caller is told. `false` when the connection must be discarded.
+    /// The connection's cleanup, run now and on its own (the machine's ``ConnectionStateMachine/Holder/cleanup``):
+    /// cancels settled, the cancelled query drained, the transaction rolled back, the session reset. The pool runs
+    /// it on a returned connection, and a shared statement that opened a transaction block runs it before its
+    /// caller is told. `false` when the connection must be discarded.
     func resetForReuse() async -> Bool {
-        do {
-            try await begin()
-            end()
-            return !isBroken
-        } catch {
+        switch state.withLock({ $0.machine.beginCleanup() }) {
+        case .refuseUnusable, .refuseBusy:
             return false
+        case .nothingOwed:
+            return !isBroken
+        case .cleanUp:
+            defer { end() }
+            do {
+                try await cleanUp()
+            } catch {
+                return false
+            }
+            return !isBroken
         }
     }
 

@@ -168,6 +168,36 @@ import Testing
         #expect(step30 == .done)
     }
 
+    /// A pool's cleanup between leases is a holder of its own: it takes the connection only when something is owed,
+    /// nothing else starts on it until it ends, and it runs the same steps an operation's cleanup would.
+    @Test func aCleanupBetweenLeasesHoldsTheConnectionUntilItEnds() {
+        var machine = ConnectionStateMachine()
+        #expect(machine.beginCleanup() == .nothingOwed)
+        #expect(machine.holder == .nobody, "a clean connection is not held by a cleanup that had nothing to do")
+        let id = sentQuery(&machine)
+        #expect(machine.beginCleanup() == .refuseBusy, "an operation holds it")
+        #expect(machine.cancelRequested(id, now: now) == .send(id))
+        machine.operationLeft(id)
+        machine.end()
+
+        #expect(machine.beginCleanup() == .cleanUp)
+        #expect(machine.holder == .cleanup)
+        #expect(machine.begin() == .refuseBusy, "an operation while the cleanup runs")
+        #expect(machine.beginCleanup() == .refuseBusy, "a second cleanup")
+        #expect(machine.nextCleanupStep() == .waitForCancels)
+        _ = machine.cancelFinished()
+        #expect(machine.nextCleanupStep() == .drain(id))
+        #expect(machine.resultsEnded(id).ended)
+        #expect(machine.nextCleanupStep() == .done)
+        machine.end()
+        #expect(machine.holder == .nobody)
+        #expect(machine.begin() == .ready)
+
+        machine.end()
+        machine.lost()
+        #expect(machine.beginCleanup() == .refuseUnusable)
+    }
+
     @Test func busyAndBrokenAreRefused() {
         var machine = ConnectionStateMachine()
         let step31 = machine.begin()
