@@ -160,7 +160,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         defer { links.leave(self, handle: handle) }
         do {
             let value: any Sendable
-            if shielded {
+            // A shielded wait takes no task handler; neither does one the enclosing operation's handler reaches
+            // (Docs/Architecture.md, "One route per wait").
+            if shielded || links.operationHandlerReaches {
                 value = try await suspend(start)
             } else {
                 // The scope and operation around the wait on this task are cancelled first (Docs/Architecture.md,

@@ -12,6 +12,16 @@ package struct CancellationLinks: Sendable {
     @usableFromInline let taskScope: ResourceScope?
     @usableFromInline let taskOperation: ResourceOperation?
 
+    /// The operation around the member runs on the member's task, inside the same scope of that task: the
+    /// operation's own task handler reaches the member (a member of the operation) in the pass, and in the order,
+    /// that the member's own handler would, so the member installs none (Docs/Architecture.md, "One route per
+    /// wait"). A scope opened inside the operation's body on the same task keeps the member's handler: that scope's
+    /// handler, newer than the operation's, would run first and alone.
+    @usableFromInline var operationHandlerReaches: Bool {
+        guard let taskOperation else { return false }
+        return taskScope === taskOperation.taskScope
+    }
+
     /// Links `member` to `enclosing` and to `handle` (and to `scope` as its borrowing scope unless the scope's
     /// cancellation reaches it already: ``BorrowingScope/join(_:tracked:enclosing:scope:)``), and arms `deadline`.
     /// `task` is the member's task (``TaskIdentity``), or 0 when its task's cancellation does not reach it

@@ -61,6 +61,24 @@ import Testing
         try await shape.expect(await task.value, ["resource", "operation", "outer", "wait"])
     }
 
+    /// A wait directly in a scope opened inside an operation, on one task: the wait keeps its own task handler,
+    /// because the scope's handler, newer than the operation's, would otherwise run first and alone and resume the
+    /// wait before the operation's hook ran (Docs/Architecture.md, "One route per wait").
+    @Test func theTaskThroughAWaitInAScopeInsideAnOperation() async throws {
+        let shape = HookShape(taskIsTheSource: true)
+        // Owner: this test, which cancels and awaits it.
+        let task = Task {
+            try await withResourceOperation(boundTo: nil, onCancel: { _ in shape.log.slowly("outer") }) {
+                try await withResourceScope("inner") { scope in
+                    await shape.wait(on: try await shape.register(in: scope), inAnOperation: false)
+                }
+            }
+        }
+        try await shape.parked.wait()
+        task.cancel()
+        try await shape.expect(await task.value, ["resource", "outer", "wait"])
+    }
+
     @Test func theOwningScope() async throws {
         let shape = HookShape()
         let scopes = Mutex<ResourceScope?>(nil)
@@ -277,22 +295,27 @@ struct HookShape: Sendable {
     }
 
     /// Waits until cancelled; returns what the hooks had logged when the wait resumed.
+    /// `inAnOperation: false`: the wait alone, with no operation of the shape around it.
     func wait(
         on handle: ResourceHandle, operationDeadline: ContinuousClock.Instant? = nil,
-        waitDeadline: ContinuousClock.Instant? = nil
+        waitDeadline: ContinuousClock.Instant? = nil, inAnOperation: Bool = true
     ) async -> [String] {
+        let wait = {
+            try await CancellationCell<Void>().run(
+                boundTo: handle, deadline: waitDeadline,
+                onCancel: { _ in log.slowly("wait") },
+                afterCancel: { [taskIsTheSource] _ in
+                    if taskIsTheSource { log.slowly("after") } else { log.afterTheResume() }
+                    afterRan.set()
+                }
+            ) { _ in parked.set() }
+        }
         do {
-            try await withResourceOperation(
-                boundTo: handle, deadline: operationDeadline, onCancel: { _ in log.slowly("operation") }
-            ) {
-                try await CancellationCell<Void>().run(
-                    boundTo: handle, deadline: waitDeadline,
-                    onCancel: { _ in log.slowly("wait") },
-                    afterCancel: { [taskIsTheSource] _ in
-                        if taskIsTheSource { log.slowly("after") } else { log.afterTheResume() }
-                        afterRan.set()
-                    }
-                ) { _ in parked.set() }
+            if inAnOperation {
+                try await withResourceOperation(
+                    boundTo: handle, deadline: operationDeadline, onCancel: { _ in log.slowly("operation") }, wait)
+            } else {
+                try await wait()
             }
         } catch {}
         return log.resumed()
