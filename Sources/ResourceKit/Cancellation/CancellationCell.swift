@@ -160,9 +160,9 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         defer { links.leave(self, handle: handle) }
         do {
             let value: any Sendable
-            // A shielded wait takes no task handler; neither does one the enclosing operation's handler reaches
-            // (Docs/Architecture.md, "One route per wait").
-            if shielded || links.operationHandlerReaches {
+            // A shielded wait takes no task handler; neither does one the enclosing operation's or the borrowing
+            // scope's handler reaches (Docs/Architecture.md, "One route per wait").
+            if shielded || links.operationHandlerReaches || links.scopeHandlerReaches {
                 value = try await suspend(start)
             } else {
                 // The scope and operation around the wait on this task are cancelled first (Docs/Architecture.md,

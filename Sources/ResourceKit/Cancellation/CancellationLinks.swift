@@ -22,6 +22,15 @@ package struct CancellationLinks: Sendable {
         return taskScope === taskOperation.taskScope
     }
 
+    /// No operation runs around the member on its task, and the member joined its task's innermost scope as a
+    /// borrower: that scope's own task handler reaches the member (in its list of borrowers, until the member
+    /// leaves) in the pass and order the member's handler would, so the member installs none. A member on a
+    /// resource the scope owns keeps its handler: the resource may move to another owner while it waits.
+    @usableFromInline var scopeHandlerReaches: Bool {
+        guard taskOperation == nil, let borrowed else { return false }
+        return borrowed === taskScope
+    }
+
     /// Links `member` to `enclosing` and to `handle` (and to `scope` as its borrowing scope unless the scope's
     /// cancellation reaches it already: ``BorrowingScope/join(_:tracked:enclosing:scope:)``), and arms `deadline`.
     /// `task` is the member's task (``TaskIdentity``), or 0 when its task's cancellation does not reach it

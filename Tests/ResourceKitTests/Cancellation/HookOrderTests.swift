@@ -79,6 +79,51 @@ import Testing
         try await shape.expect(await task.value, ["resource", "outer", "wait"])
     }
 
+    /// Stops a wait that its task's cancel did not reach, after a bound far above a working path: the resource's
+    /// cancel reaches it through the handle, and the hook that logs ("resource") fails the test instead of hanging
+    /// it.
+    static func rescue(_ handle: ResourceHandle) -> Task<Void, Never> {
+        Task { if (try? await Task.sleep(for: TimingBound.singleShot)) != nil { handle.cancel() } }
+    }
+
+    /// A wait in a scope that borrows the resource, on the scope's own task, with no operation around it: the
+    /// scope's task handler reaches it as a borrower (the wait takes no handler of its own: "One route per wait").
+    /// Only the wait stops (the operation level); the resource lives on.
+    @Test func theTaskThroughABorrowingScope() async throws {
+        let shape = HookShape(taskIsTheSource: true)
+        try await withResourceScope("owner") { owner in
+            let handle = try await shape.register(in: owner)
+            // Owner: this test, which cancels and awaits it.
+            let task = Task {
+                try await withResourceScope("borrower") { _ in await shape.wait(on: handle, inAnOperation: false) }
+            }
+            try await shape.parked.wait()
+            let rescue = Self.rescue(handle)
+            task.cancel()
+            try await shape.expect(await task.value, ["wait"])
+            rescue.cancel()
+            #expect(!handle.isCancelled, "the resource lives on")
+        }
+    }
+
+    /// A wait in a child task of a borrowing scope: the scope runs on another task, whose handler the child's
+    /// cancellation never runs, so the wait keeps its own handler.
+    @Test func theTaskOfAWaitInAChildOfABorrowingScope() async throws {
+        let shape = HookShape(taskIsTheSource: true)
+        try await withResourceScope("owner") { owner in
+            let handle = try await shape.register(in: owner)
+            try await withResourceScope("borrower") { _ in
+                // Owner: this test, which cancels and awaits it.
+                let task = Task { await shape.wait(on: handle, inAnOperation: false) }
+                try await shape.parked.wait()
+                let rescue = Self.rescue(handle)
+                task.cancel()
+                try await shape.expect(await task.value, ["wait"])
+                rescue.cancel()
+            }
+        }
+    }
+
     @Test func theOwningScope() async throws {
         let shape = HookShape()
         let scopes = Mutex<ResourceScope?>(nil)
