@@ -56,6 +56,38 @@ import Testing
         for task in tasks { #expect(await task.value == "CancellationError()") }
     }
 
+    /// A pass that reaches a wait while the wait's `start` runs holds it: the wait's hooks and resume come after the
+    /// pass finished, whichever of the two ends first (Docs/Architecture.md, "One hook order"). Both orders on one
+    /// thread, with no timing: the pass reaches the cell inside `start` and finishes either inside `start` (the pass
+    /// first) or right after `begin` returned (`start` first), before the waiter's suspension is over.
+    @Test(arguments: [false, true])
+    func aPassThatReachesAWaitDuringItsStartHoldsIt(startReturnsFirst: Bool) async throws {
+        let log = Entries()
+        let cell = CancellationCell<Void>()
+        let links = cell.enter(
+            boundTo: nil, deadline: nil, shielded: true, onCancel: { _ in log.add("wait") },
+            afterCancel: { _ in log.add("after") })
+        defer { links.leave(cell, handle: nil) }
+        var pass: CancelPass? = CancelPass()
+        await #expect(throws: CancellationError.self) {
+            _ = try await suspendOnWaiter { (waiter: CancellationWaiter) in
+                cell.begin(waiter) {
+                    cell.reach(.cancelled, in: &pass!)
+                    log.add("reached in start")
+                    if !startReturnsFirst {
+                        log.add("pass finishes")
+                        pass.take()?.finish()
+                    }
+                }
+                if startReturnsFirst {
+                    log.add("pass finishes")
+                    pass.take()?.finish()
+                }
+            }
+        }
+        #expect(log.all == ["reached in start", "pass finishes", "wait", "after"])
+    }
+
     /// An operation runs its `onCancel` when it is reached and leaves its waits to the pass; a second reach does
     /// nothing.
     @Test func anOperationsHookRunsWhenReachedItsWaitsWithThePass() {
