@@ -7,6 +7,10 @@ package struct CancellationLinks: Sendable {
     let enclosing: ResourceOperation?
     let borrowed: ResourceScope?
     let timer: DeadlineTimerID?
+    /// The member is bound to its enclosing operation's handle, in the operation's scope: the handle reaches it
+    /// through the operation (which the handle's list holds), so it is counted in the registry's operations in
+    /// flight but not tracked by the handle ("One route per wait").
+    let reachedThroughOperation: Bool
     /// The scope and the operation around the member that run on the member's own task, which the task's
     /// cancellation cancels first (``TaskCancelChain``).
     @usableFromInline let taskScope: ResourceScope?
@@ -45,7 +49,10 @@ package struct CancellationLinks: Sendable {
         task: UInt
     ) -> CancellationLinks {
         enclosing?.add(member)
-        let borrowed = BorrowingScope.join(member, tracked: handle, enclosing: enclosing, scope: scope)
+        let throughOperation = handle != nil && enclosing?.handle === handle && enclosing?.scope === scope
+        if throughOperation { handle?.countUntracked(by: 1) }
+        let borrowed = BorrowingScope.join(
+            member, tracked: throughOperation ? nil : handle, enclosing: enclosing, scope: scope)
         var timer: DeadlineTimerID?
         if let deadline {
             if deadline <= .now {
@@ -57,7 +64,7 @@ package struct CancellationLinks: Sendable {
             }
         }
         return CancellationLinks(
-            enclosing: enclosing, borrowed: borrowed, timer: timer,
+            enclosing: enclosing, borrowed: borrowed, timer: timer, reachedThroughOperation: throughOperation,
             taskScope: task == 0 ? nil : TaskCancelChain.same(scope, task: task),
             taskOperation: task == 0 ? nil : TaskCancelChain.same(enclosing, task: task))
     }
@@ -82,7 +89,11 @@ package struct CancellationLinks: Sendable {
     @usableFromInline
     func leave(_ member: any CancellableOperation, handle: ResourceHandle?) {
         if let timer { DeadlineTimers.shared.cancel(timer) }
-        handle?.untrack(member)
+        if reachedThroughOperation {
+            handle?.countUntracked(by: -1)
+        } else {
+            handle?.untrack(member)
+        }
         enclosing?.remove(member)
         borrowed?.leave(member)
     }

@@ -23,6 +23,9 @@ final class ResourceOperation: CancellableOperation {
     /// resource, through an enclosing operation, or because it joined the scope as a borrower): what the body
     /// waits on need not join that scope again.
     let scope: ResourceScope?
+    /// The resource the operation is bound to, whose list holds the operation: a wait of the body bound to the same
+    /// resource is reached through the operation and stays out of that list (``CancellationLinks``).
+    let handle: ResourceHandle?
     /// The task that runs the body (``TaskIdentity``).
     let task: UInt
     /// The scope and the operation around this one that run on the same task (``TaskCancelChain``).
@@ -31,11 +34,13 @@ final class ResourceOperation: CancellableOperation {
 
     init(
         onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: StoredInstant?,
-        scope: ResourceScope?, task: UInt, taskScope: ResourceScope?, taskEnclosing: ResourceOperation?
+        scope: ResourceScope?, handle: ResourceHandle?, task: UInt, taskScope: ResourceScope?,
+        taskEnclosing: ResourceOperation?
     ) {
         self.hook = hook
         self.storedDeadline = deadline
         self.scope = scope
+        self.handle = handle
         self.task = task
         self.taskScope = taskScope
         self.taskEnclosing = taskEnclosing

@@ -86,7 +86,7 @@ extension ResourceOperation {
         let operation = ResourceOperation(
             onCancel: onCancel,
             deadline: Deadlines.earliest(deadline.stored, parent?.storedDeadline, scope?.storedDeadline),
-            scope: scope, task: task, taskScope: TaskCancelChain.same(scope, task: task),
+            scope: scope, handle: handle, task: task, taskScope: TaskCancelChain.same(scope, task: task),
             taskEnclosing: TaskCancelChain.same(parent, task: task))
         let links = CancellationLinks.link(
             operation, handle: handle, enclosing: parent, scope: scope, deadline: deadline, task: 0)

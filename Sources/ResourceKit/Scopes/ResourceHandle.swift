@@ -260,6 +260,15 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         }
     }
 
+    /// How many operations and waits the handle's list holds now (for tests).
+    var trackedCount: Int { state.withLock { $0.operationCount } }
+
+    /// A wait reached through an operation this handle tracks (``CancellationLinks``) began (`1`) or ended (`-1`):
+    /// counted in the registry's operations in flight like a tracked one, without a place in the handle's list.
+    func countUntracked(by delta: Int) {
+        registry.operationsChanged(by: delta)
+    }
+
     /// The resource moved to an owner without a deadline (adoption): the old scope's deadline no longer
     /// applies. Returns `false` if the handle is no longer live or was cancelled.
     package func detachFromScope() -> Bool {

@@ -93,7 +93,7 @@ import Testing
     @Test func anOperationsHookRunsWhenReachedItsWaitsWithThePass() {
         let log = Entries()
         let operation = ResourceOperation(
-            onCancel: { _ in log.add("operation") }, deadline: nil, scope: nil, task: 0, taskScope: nil,
+            onCancel: { _ in log.add("operation") }, deadline: nil, scope: nil, handle: nil, task: 0, taskScope: nil,
             taskEnclosing: nil)
         try? operation.start()
         operation.add(OwnMember(log: log))
