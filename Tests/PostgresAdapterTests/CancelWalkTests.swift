@@ -22,15 +22,20 @@ import Testing
         for (round, measured) in [false, true].enumerated() {
             try await until("nothing is parked", reactor.waitingDescriptorCounts()) { $0 == 0 }
             let counts = reactor.waitingDescriptorCounts()
-            let outcomes = pool.cancelStatistics.updates()
-            let occupancy = pool.occupancyUpdates()
             let cancelledQuery = {
                 let query = Task { try await pool.withConnection { try await $0.execute("SELECT pg_sleep(20)") } }
                 try await until("the query's answer wait parks", counts) { $0 > 0 }
                 query.cancel()
                 await #expect(throws: CancellationError.self) { try await query.value }
-                try await until("the cancel's outcome", outcomes) { $0.fastPath + $0.cancelRequests == round + 1 }
-                try await until("the connection is idle again", occupancy) { $0.idle == 1 && $0.open == 1 }
+                // Subscribed now, so that a value from before the query cannot answer. A cancel that reached the
+                // backend before it began the statement is ignored by the server, and the connection sends it again
+                // (Docs/Architecture.md, "The Postgres adapter"): at least one outcome per round, maybe two.
+                try await until("the cancel's outcome", pool.cancelStatistics.updates()) {
+                    $0.fastPath + $0.cancelRequests >= round + 1
+                }
+                try await until("the connection is idle again", pool.occupancyUpdates()) {
+                    $0.idle == 1 && $0.open == 1
+                }
             }
             if measured {
                 try await coverageWindow("pooled-query", cancelledQuery)
@@ -38,7 +43,7 @@ import Testing
                 try await cancelledQuery()
             }
         }
-        #expect(pool.cancelStatistics.snapshot.fastPath == 2, "the walk is the fast path's")
+        #expect(pool.cancelStatistics.snapshot.cancelRequests == 0, "the walk is the fast path's")
         await pool.shutdown()
     }
 }
