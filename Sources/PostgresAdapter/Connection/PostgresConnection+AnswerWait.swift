@@ -13,10 +13,9 @@ extension PostgresConnection {
     /// ``answerSpin`` first: a local server usually answers a lone short query within it, and parking on the
     /// reactor costs two thread wake-ups. Under load it parks at once: with other queries in flight, a look would
     /// hold a cooperative thread that their results need, and burn CPU that the server needs (the bench's 64-task
-    /// row). Only a caller's own
-    /// operation looks again; a drain parks at once, and so does a caller on an actor (the look would hold the
-    /// actor) and a task running on the reactor's own thread (it prefers the reactor as its executor), where a
-    /// look would hold back every other readiness event.
+    /// row). Only a caller's own operation looks again; a drain parks at once, and so does a caller on an actor
+    /// (the look would hold the actor) and a task running on the reactor's own thread (it prefers the reactor as
+    /// its executor), where a look would hold back every other readiness event.
     ///
     /// Cancellation: the wait is bound to the connection's handle (and the caller's operation); a look in
     /// progress stops at the task's or the handle's cancellation and parks, which then returns at once.

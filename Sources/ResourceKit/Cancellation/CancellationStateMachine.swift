@@ -111,13 +111,13 @@ struct CancellationStateMachine<Waiter> {
         }
     }
 
-    /// A cancel request. Idempotent: only the first one that finds a live waiter acts.
     /// The operation's `start` runs now (a cancel is only noted then: ``startReturned()`` finishes it).
     var isStarting: Bool {
         if case .starting = state { return true }
         return false
     }
 
+    /// A cancel request. Idempotent: only the first one that finds a live waiter acts.
     mutating func cancel(_ reason: CancellationReason) -> CancelAction {
         switch state {
         case .idle:
