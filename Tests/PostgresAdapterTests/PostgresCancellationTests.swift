@@ -218,6 +218,24 @@ import PostgresActivity
             ($0 as? PostgresError)?.code == .connection
         }
     }
+
+    /// A closed connection keeps its closed handle (`HandleSlot`'s rule for every adapter), and every way in
+    /// still answers with its own `connection` error, never a `CancellationError` a caller could take for its
+    /// task's.
+    @Test func aClosedConnectionKeepsItsHandleAndSaysItIsClosed() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let connection = try await withResourceScope("pg", registry: ResourceRegistry()) { scope in
+            try await PostgresConnection.connect(conninfo, in: scope)
+        }
+        let handle = try #require(connection.handle, "the closed handle is kept")
+        #expect(throws: CancellationError.self) { try handle.checkCancellation() }
+        let closed: @Sendable (any Error) -> Bool = { ($0 as? PostgresError)?.code == .connection }
+        await #expect(performing: { try await connection.execute("SELECT 1") }, throws: closed)
+        await #expect(performing: { try await connection.query("SELECT 1") }, throws: closed)
+        await #expect(performing: { _ = try await connection.stream("SELECT 1") }, throws: closed)
+        await #expect(
+            performing: { _ = try await connection.pipeline([PostgresStatement("SELECT 1")]) }, throws: closed)
+    }
 }
 
 /// The cancel fast path: a warm control connection running `pg_cancel_backend`.

@@ -188,6 +188,12 @@ struct ConnectionStateMachine: Sendable, Equatable {
         return true
     }
 
+    /// `true` once its owner closed the connection.
+    var isClosed: Bool {
+        if case .closed = usability { return true }
+        return false
+    }
+
     /// `true` when the next operation has cleanup to do first.
     var needsCleanup: Bool {
         guard case .usable(let usable) = usability else { return cancelsInFlight > 0 }

@@ -47,7 +47,7 @@ extension PostgresConnection {
     /// ``execute(_:_:)``'s work: the last result of `sql`, `nil` when it had none.
     func run(_ sql: String, _ binds: [PostgresBind]) async throws -> PostgresResult? {
         try Task.checkCancellation()
-        try handle?.checkCancellation()
+        try checkHandleBeforeBegin()
         try await begin(carryingReset: true)
         defer { end() }
         try Task.checkCancellation()

@@ -124,6 +124,21 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
 
     var handle: ResourceHandle? { registration.handle }
 
+    /// The handle's check before an operation begins. After `close()` the slot keeps the closed handle, whose
+    /// check throws `CancellationError`; a closed connection answers with ``PostgresError`` `connection`
+    /// instead, which a caller cannot take for its own task's cancellation. The connection's state is read only
+    /// when the handle's check throws.
+    func checkHandleBeforeBegin() throws {
+        do {
+            try handle?.checkCancellation()
+        } catch {
+            if state.withLock({ $0.machine.isClosed }) {
+                throw PostgresError(.connection, "the connection is closed or broken")
+            }
+            throw error
+        }
+    }
+
     func attach(_ handle: ResourceHandle) { registration.keep(handle) }
 
     /// Uses `channel` (a pool's control connection) for the fast cancel path, for as long as the channel is
@@ -186,9 +201,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         // A cancel request that never returned (frozen server) may still use the PGcancel: leak it rather than
         // free it under that thread.
         if let cancelKey, cancelsDone { PQfreeCancel(cancelKey.raw) }
-        // The one adapter that forgets its handle at close: its own state refuses every later operation with
-        // PostgresError.connection ("closed or broken"), a more precise answer than a closed handle's
-        // CancellationError, which a caller could take for its own task's cancellation.
-        registration.clear()
+        // The closed handle stays in the slot, as `HandleSlot` asks: a later operation's checks throw
+        // (`checkHandleBeforeBegin()` turns that into this connection's own "closed" error).
     }
 }

@@ -31,7 +31,7 @@ extension PostgresConnection {
     ///   `invalidQuery` for a statement libpq refused to queue, `connectionBusy`).
     public func pipeline(_ statements: [PostgresStatement]) async throws -> [Result<PostgresResult, PostgresError>] {
         try Task.checkCancellation()
-        try handle?.checkCancellation()
+        try checkHandleBeforeBegin()
         if statements.isEmpty { return [] }
         try await begin()
         defer { end() }

@@ -11,7 +11,7 @@ extension PostgresConnection {
     /// nothing is sent.
     public func stream(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> PostgresRowStream {
         try Task.checkCancellation()
-        try handle?.checkCancellation()
+        try checkHandleBeforeBegin()
         try await begin()
         do {
             try Task.checkCancellation()

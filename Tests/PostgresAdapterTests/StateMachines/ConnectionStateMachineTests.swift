@@ -205,6 +205,7 @@ import Testing
         let step32 = machine.begin()
         #expect(step32 == .refuseBusy)
         machine.lost()
+        #expect(machine.isUnusable && !machine.isClosed, "lost is not closed")
         machine.end()
         let step33 = machine.begin()
         #expect(step33 == .refuseUnusable)
@@ -217,8 +218,10 @@ import Testing
     @Test func closeCancelsAQueryOnTheWireOnceAndIsIdempotent() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
+        #expect(!machine.isClosed)
         let step36 = machine.close(now: now)
         #expect(step36 == .cancelThenFinish(id))
+        #expect(machine.isClosed)
         let step37 = machine.close(now: now)
         #expect(step37 == .alreadyClosed)
         let step38 = machine.cancelRequested(id, now: now)
