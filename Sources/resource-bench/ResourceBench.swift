@@ -39,6 +39,7 @@ enum BenchCommand: DemoCommand {
         resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
                resource-bench --load TASKS [--on-reactor [--reactors N]] [--shared] [--quick] [--postgres URL]
                resource-bench --read-cancels N
+               resource-bench --scopes N
                resource-bench --scale-cancels ROUNDS
                resource-bench --check THRESHOLDS.json [--postgres URL]
         """
@@ -51,12 +52,13 @@ enum BenchCommand: DemoCommand {
             --reactors N (1 to 16): a group of N reactors and a sharded pool of 16 over it, the tasks spread over them;
             --shared: the tasks run shared statements (pool.query) instead of leasing a connection each.
           --read-cancels N: only N cancels of a parked socket read beside N of the Swift floor, for `perf stat`.
+          --scopes N: only N scopes with a no-op resource beside N of their plain mechanics, for `perf stat`.
           --scale-cancels ROUNDS: only the 10,000 blocked reads cancelled at once, ROUNDS times, each round's time.
           --check THRESHOLDS.json: measure, then compare the ratios the file names with its bounds (exit 1 when one
             is past its bound: a regression); Benchmarks/README.md says which rows and why.
         """
     static let valueFlags: Set<String> = [
-        "--postgres", "--report", "--load", "--reactors", "--read-cancels", "--scale-cancels", "--check",
+        "--postgres", "--report", "--load", "--reactors", "--read-cancels", "--scopes", "--scale-cancels", "--check",
     ]
     static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor", "--shared"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
@@ -70,6 +72,10 @@ enum BenchCommand: DemoCommand {
         }
         if let rounds = try arguments.integer("--read-cancels", in: 1...1_000_000) {
             try await Bench.readCancels(rounds: rounds)
+            return 0
+        }
+        if let count = try arguments.integer("--scopes", in: 1...100_000_000) {
+            try await Bench.scopes(count: count)
             return 0
         }
         if let rounds = try arguments.integer("--scale-cancels", in: 1...1_000) {
