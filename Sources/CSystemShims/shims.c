@@ -12,6 +12,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+// Exported by libswift_Concurrency with the Swift calling convention; no arguments, a pointer back (not retained).
+extern void *swift_task_getCurrent(void) __attribute__((swiftcall));
+
+uintptr_t rk_current_task(void) { return (uintptr_t)swift_task_getCurrent(); }
+
 const uint32_t rk_EPOLLIN = EPOLLIN;
 const uint32_t rk_EPOLLOUT = EPOLLOUT;
 const uint32_t rk_EPOLLERR = EPOLLERR;

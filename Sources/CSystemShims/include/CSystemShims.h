@@ -28,6 +28,12 @@ int rk_eventfd_drain(int fd);
 
 /// The calling thread's errno.
 int rk_errno(void);
+
+/// The running Swift task's address (the Concurrency runtime's `swift_task_getCurrent`, the function
+/// `withUnsafeCurrentTask` calls), or 0 off a task: an identity to compare, never to dereference. Swift can read it
+/// only through `UnsafeCurrentTask`, a resilient struct whose every use goes through type metadata and value
+/// witnesses; the core reads it on every scope's start (`TaskIdentity`, Docs/Decisions/0006).
+uintptr_t rk_current_task(void);
 /// Sets O_NONBLOCK on fd; 0 or -1 with errno.
 int rk_set_nonblocking(int fd);
 /// pidfd_open(pid, 0): a descriptor that becomes readable when the process exits; -1 and errno on failure.

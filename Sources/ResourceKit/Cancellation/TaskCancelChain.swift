@@ -1,3 +1,5 @@
+import CSystemShims
+
 /// The scopes and operations one task runs, as its cancellation sees them (Docs/Architecture.md, "One hook order").
 ///
 /// Swift runs a task's cancellation handlers newest first, so a wait's own handler would resume it before the
@@ -60,9 +62,10 @@ enum TaskCancelChain {
 }
 
 /// The running task's identity: its address, compared and never dereferenced. Two nodes with the same identity
-/// run on one task while both are alive (a node lives no longer than the body its task runs).
+/// run on one task while both are alive (a node lives no longer than the body its task runs). Read through the C
+/// shim (`rk_current_task`), not `withUnsafeCurrentTask`, whose resilient `UnsafeCurrentTask` costs a scope's start
+/// more than the rest of the task chain does (Docs/Decisions/0006); `TaskIdentityTests` checks that both name the
+/// same task.
 enum TaskIdentity {
-    static var current: UInt {
-        withUnsafeCurrentTask { task in task.map { unsafeBitCast($0, to: UInt.self) } ?? 0 }
-    }
+    static var current: UInt { UInt(rk_current_task()) }
 }
