@@ -214,6 +214,8 @@ let package = Package(
         // The conformance kit against seeded bugs.
         .testTarget(name: "ResourceKitTestingTests", dependencies: testKit + ["SocketAdapter"], swiftSettings: strict),
         .testTarget(name: "DemoCommandLineTests", dependencies: ["DemoCommandLine"], swiftSettings: strict),
+        // The benchmark gate's verdicts, without a bench run (the executable's module, imported for testing).
+        .testTarget(name: "ResourceBenchTests", dependencies: ["resource-bench"], swiftSettings: strict),
         // End-to-end tests of the CLI: they run the built `resource-demo` binary as a process.
         .testTarget(
             name: "ResourceDemoTests",
