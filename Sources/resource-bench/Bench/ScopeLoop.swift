@@ -14,8 +14,7 @@ extension Bench {
     static func scopes(count: Int) async throws {
         let batch = 1_000
         let (scope, _, _, plain) = try await ScopeBench.run(operations: batch, batches: max(1, count / batch))
-        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-        let (ours, reference) = (median(scope.values), median(plain.values))
+        let (ours, reference) = (scope.median, plain.median)
         let figures = String(
             format: "scope + register + close %.0f ns, plain mechanics %.0f ns, ratio %.3f", ours, reference,
             ours / reference)

@@ -1,4 +1,5 @@
 import Foundation
+import ResourceKitTesting
 import Testing
 
 @testable import ResourceKit
@@ -30,25 +31,10 @@ import Testing
     }
 
     @Test func offATaskItIsZero() async throws {
-        let seen = OneShotValue()
-        let thread = Thread { seen.set(TaskIdentity.current) }
+        let seen = ObservedValue<UInt?>(nil)
+        let thread = Thread { seen.update { $0 = TaskIdentity.current } }
         thread.start()
-        #expect(try await seen.value() == 0)
-    }
-}
-
-/// One value handed from a plain thread to the test's task.
-private final class OneShotValue: Sendable {
-    private let event = OneShotEvent()
-    private let stored = Locked<UInt?>(nil)
-
-    func set(_ value: UInt) {
-        stored.withLock { $0 = value }
-        event.set()
-    }
-
-    func value() async throws -> UInt? {
-        try await event.wait(deadline: .now + .seconds(10))
-        return stored.withLock { $0 }
+        try await until("the thread read its identity", seen.values()) { $0 != nil }
+        #expect(seen.value == 0)
     }
 }
