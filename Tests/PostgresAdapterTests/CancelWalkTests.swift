@@ -7,12 +7,14 @@ import Testing
 
 @testable import PostgresAdapter
 
-/// The walk of a cancelled pooled query, the one `Scripts/walks` counts (Docs/Architecture.md, "Two walks"): a
-/// lease, a `pg_sleep` sent and parked on, the task cancelled, `CancellationError`, the cancel delivered (the fast
-/// path, the pool's default) and the connection cleaned and idle again. A first round, outside the coverage window,
-/// makes what a pool makes once (its connection, its control connection); the second is the walk.
+/// The walk `pooled-query-deadline` that `Scripts/walks` counts (Docs/Architecture.md, "Two walks"): a request scope
+/// with a deadline leases a pooled connection, a `pg_sleep` is sent and parked on, the scope's deadline passes, and the
+/// walk ends when the caller has `DeadlineExceededError`, the cancel's outcome is in and the connection is idle in its
+/// pool again (its session reset owed or done). The coverage window opens once the query's answer wait has parked,
+/// before the deadline (nothing runs in between). A first round, outside the window, makes what a pool makes once
+/// (its connection, its control connection); the second is the walk.
 @Suite struct CancelWalkTests {
-    @Test func aCancelledPooledQuery() async throws {
+    @Test func pooledQueryDeadline() async throws {
         let conninfo = try await TestDatabase.conninfo()
         let reactor = IOReactor(name: "t.walk.pool")
         defer { reactor.shutdown() }
@@ -22,11 +24,16 @@ import Testing
         for (round, measured) in [false, true].enumerated() {
             try await until("nothing is parked", reactor.waitingDescriptorCounts()) { $0 == 0 }
             let counts = reactor.waitingDescriptorCounts()
-            let cancelledQuery = {
-                let query = Task { try await pool.withConnection { try await $0.execute("SELECT pg_sleep(20)") } }
-                try await until("the query's answer wait parks", counts) { $0 > 0 }
-                query.cancel()
-                await #expect(throws: CancellationError.self) { try await query.value }
+            // Generous: the deadline must pass only after the window opened, on a busy machine too.
+            let deadline = ContinuousClock.now + .seconds(2)
+            let request = Task {
+                try await withResourceScope("request", deadline: deadline) { _ in
+                    try await pool.withConnection { try await $0.execute("SELECT pg_sleep(20)") }
+                }
+            }
+            try await until("the query's answer wait parks", counts) { $0 > 0 }
+            let expired = {
+                await #expect(throws: DeadlineExceededError.self) { try await request.value }
                 // Subscribed now, so that a value from before the query cannot answer. A cancel that reached the
                 // backend before it began the statement is ignored by the server, and the connection sends it again
                 // (Docs/Architecture.md, "The Postgres adapter"): at least one outcome per round, maybe two.
@@ -38,10 +45,11 @@ import Testing
                 }
             }
             if measured {
-                try await coverageWindow("pooled-query", cancelledQuery)
+                try await coverageWindow("pooled-query-deadline", expired)
             } else {
-                try await cancelledQuery()
+                try await expired()
             }
+            #expect(ContinuousClock.now >= deadline, "the scope's deadline ended the query")
         }
         #expect(pool.cancelStatistics.snapshot.cancelRequests == 0, "the walk is the fast path's")
         await pool.shutdown()

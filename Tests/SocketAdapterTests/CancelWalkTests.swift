@@ -5,32 +5,41 @@ import SocketAdapter
 import TestSupport
 import Testing
 
-/// The walk of a cancelled socket read, the one `Scripts/walks` counts (Docs/Architecture.md, "Two walks"): a read
-/// parks on a silent peer, its task is cancelled, the read returns `CancellationError`. A first round, outside the
-/// coverage window, makes whatever a process makes once (the reactor's thread, the timers); the second is the walk.
+/// The walk `socket-read-owned` that `Scripts/walks` counts (Docs/Architecture.md, "Two walks"): a request scope owns
+/// a socket, its task blocks in a read on a silent peer, the task is cancelled, and the walk ends when the scope has
+/// closed the socket (the task's `withResourceScope` returned `CancellationError`). The coverage window opens at
+/// `Task.cancel()`. A first round, outside the window, makes whatever a process makes once (the reactor's thread,
+/// the timers); the second is the walk.
 @Suite struct CancelWalkTests {
-    @Test func aCancelledSocketRead() async throws {
+    @Test func socketReadOwned() async throws {
         let reactor = IOReactor(name: "t.walk.read")
         defer { reactor.shutdown() }
-        try await withResourceScope("walk", registry: ResourceRegistry()) { scope in
-            let listener = try await SocketListener.bind(in: scope)
+        let registry = ResourceRegistry()
+        try await withResourceScope("server", registry: registry) { server in
+            let listener = try await SocketListener.bind(in: server)
             for measured in [false, true] {
-                let client = try await SocketConnection.connect(
-                    host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
-                let server = try await listener.accept(in: scope)  // held open and silent
-                let counts = reactor.waitingDescriptorCounts()
-                let cancelledRead = {
-                    let read = Task { try await client.read(upTo: 1024) }
-                    try await until("the read parks", counts) { $0 > 0 }
-                    read.cancel()
-                    await #expect(throws: CancellationError.self) { try await read.value }
+                let request = Task {
+                    try await withResourceScope("request", registry: registry) { scope in
+                        let client = try await SocketConnection.connect(
+                            host: "127.0.0.1", port: listener.port, in: scope, reactor: reactor)
+                        _ = try await client.read(upTo: 1024)
+                        Issue.record("the silent peer's read returned")
+                    }
+                }
+                let peer = try await listener.accept(in: server)  // held open and silent
+                try await until("the read parks", reactor.waitingDescriptorCounts()) { $0 > 0 }
+                let live = registry.liveCount
+                let cancelled = {
+                    request.cancel()
+                    await #expect(throws: CancellationError.self) { try await request.value }
                 }
                 if measured {
-                    try await coverageWindow("socket-read", cancelledRead)
+                    await coverageWindow("socket-read-owned", cancelled)
                 } else {
-                    try await cancelledRead()
+                    await cancelled()
                 }
-                _ = server
+                #expect(registry.liveCount == live - 1, "the request's socket is closed; the server's stay")
+                _ = peer
             }
         }
     }
