@@ -5,7 +5,7 @@ import Synchronization
 
 extension AdapterConformance {
     /// The levels of cancellation above the resource reach the operation's waits, in the one hook order
-    /// (Docs/Architecture.md, "One hook order"): the operation runs inside a `withResourceOperation` of the kit's,
+    /// (Docs/Architecture.md, "The cancel tree"): the operation runs inside a `withResourceOperation` of the kit's,
     /// in a scope of the kit's that borrows the resource; the kit cancels that scope. The operation must return
     /// with `CancellationError`, and not before the enclosing operation's `onCancel` has run. It holds when the
     /// adapter's waits are ResourceKit waits (a `CancellationCell`, `IOReactor.wait`, `BlockingPool`), which join

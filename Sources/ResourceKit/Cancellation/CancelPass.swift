@@ -1,12 +1,10 @@
-/// One cancel that reaches several things at once (a scope's tree, a resource's operations, an operation's waits),
-/// run in the one hook order every cancel source keeps (Docs/Architecture.md, "One hook order"): every wait it
-/// reaches is marked cancelled as it is reached (so that nothing a hook wakes can complete it instead), every stop
-/// hook runs (an operation's `onCancel` after its waits were reached, the resource's `cancel()` after its
-/// operations, each wait's own `onCancel` in ``finish()``), then every wait resumes, then every `afterCancel`.
+/// What one cancel does, in the one hook order (Docs/Architecture.md, "The cancel tree"): the cancel walks the tree
+/// from the node (or resource) it starts at, top down, and every node and wait it reaches is marked cancelled as it is
+/// reached (so that nothing a hook wakes can complete a wait instead); the pass collects what that leaves to do and
+/// ``finish()`` does it: every stop hook in the order the walk reached it (an operation's `onCancel`, a resource's
+/// `cancel()`), then every wait's own `onCancel`, then every resume, then every `afterCancel`.
 ///
-/// The reaching half runs where the cancel starts (``ResourceScope``, ``ResourceHandle``, ``ResourceOperation``
-/// call ``CancellableOperation/reach(_:in:)`` on their members after their own locks are released); the pass only
-/// collects what is left to do. A value, so that the order is tested without a thread.
+/// A value, so that the order is tested without a thread.
 @usableFromInline
 package struct CancelPass {
     /// A wait whose cancel won: its hooks and the waiter to resume, run by ``finish()``.
@@ -16,6 +14,8 @@ package struct CancelPass {
         let reason: CancellationReason
     }
 
+    /// The stop hooks, in the order the walk reached their nodes and resources (top down).
+    private var stops: [Stop] = []
     private var resumes: [Resume] = []
     /// Members of an adapter's own kind (not a cell, not an operation): they have no hooks of theirs, and are
     /// cancelled, in one step, with the resumes.
@@ -31,8 +31,24 @@ package struct CancelPass {
         held.append(cell)
     }
 
+    /// A stop hook the walk reached.
+    private enum Stop {
+        case operation(@Sendable (CancellationReason) -> Void, CancellationReason)
+        case resource(any ManagedResource)
+    }
+
     /// The number of waits and other members left for ``finish()`` (for tests).
     var pending: Int { resumes.count + others.count }
+
+    /// An operation the walk reached: its `onCancel` runs in ``finish()``, in the walk's order.
+    mutating func stop(_ hook: @escaping @Sendable (CancellationReason) -> Void, _ reason: CancellationReason) {
+        stops.append(.operation(hook, reason))
+    }
+
+    /// A resource the walk reached: its `cancel()` runs in ``finish()``, in the walk's order.
+    mutating func stop(_ resource: any ManagedResource) {
+        stops.append(.resource(resource))
+    }
 
     /// A cell's cancel won while its waiter was parked: its hooks and its resume wait for ``finish()``.
     mutating func resume(_ waiter: CancellationWaiter, hooks: CancellationHooks, reason: CancellationReason) {
@@ -44,10 +60,16 @@ package struct CancelPass {
         others.append((member, reason))
     }
 
-    /// Runs what the pass collected, in the hook order: every wait's `onCancel`, then every resume (and the other
-    /// members' cancels), then every `afterCancel`.
+    /// Runs what the pass collected, in the hook order: every stop hook, every wait's `onCancel`, then every resume
+    /// (and the other members' cancels), then every `afterCancel`.
     package consuming func finish() {
-        // Every stop hook that reaching ran is done: a held cell whose `start` returned is this pass's to finish.
+        for stop in stops {
+            switch stop {
+            case .operation(let hook, let reason): hook(reason)
+            case .resource(let resource): resource.cancel()
+            }
+        }
+        // Every stop hook is done: a held cell whose `start` returned is this pass's to finish.
         for cell in held {
             if let late = cell.passFinished() { resumes.append(late) }
         }

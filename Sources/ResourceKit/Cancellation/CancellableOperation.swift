@@ -8,7 +8,7 @@ package protocol CancellableOperation: AnyObject, Sendable {
     func cancel(_ reason: CancellationReason)
 
     /// Stops the operation as one member of a cancel that reaches several at once: runs its stop hook now (an
-    /// operation's `onCancel`) and leaves its resume to `pass` (Docs/Architecture.md, "One hook order"). An
+    /// operation's `onCancel`) and leaves its resume to `pass` (Docs/Architecture.md, "The cancel tree"). An
     /// adapter's own waiter keeps the default: it is cancelled with the pass's resumes.
     func reach(_ reason: CancellationReason, in pass: inout CancelPass)
 }

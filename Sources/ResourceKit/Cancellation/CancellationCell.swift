@@ -55,7 +55,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     }
 
     /// One member of a cancel that reaches several waits: the hooks and the resume are left to `pass`, which runs
-    /// every wait's `onCancel` before it resumes any (Docs/Architecture.md, "One hook order").
+    /// every wait's `onCancel` before it resumes any (Docs/Architecture.md, "The cancel tree").
     @usableFromInline
     package func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
         let (action, hooks, held) = decideCancel(reason, inPass: true)
@@ -134,7 +134,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     ///   - deadline: an extra absolute deadline for this operation alone; on expiry it throws
     ///     ``DeadlineExceededError``. Scope deadlines reach the operation through `handle` and need no timer.
     ///   - shielded: when `true`, cancelling the *calling task* (or the enclosing
-    ///     ``withResourceOperation(boundTo:deadline:onCancel:_:)``, or the borrowing scope) does not cancel the
+    ///     ``withResourceOperation(boundTo:deadline:onCancel:_:)``, or the task's scopes) does not cancel the
     ///     operation (used for bounded cleanup); the handle and the deadline still do.
     ///   - onCancel: the adapter's hook, run once if a cancel wins while the operation is started. It runs on
     ///     the canceller's thread, *before* the waiter resumes, and after every other stop hook the same cancel
@@ -160,23 +160,17 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         defer { links.leave(self, handle: handle) }
         do {
             let value: any Sendable
-            // A shielded wait takes no task handler; neither does one the enclosing operation's or the borrowing
-            // scope's handler reaches (Docs/Architecture.md, "One route per wait").
-            if shielded || links.operationHandlerReaches || links.scopeHandlerReaches {
-                value = try await suspend(start)
-            } else {
-                // The scope and operation around the wait on this task are cancelled first (Docs/Architecture.md,
-                // "One hook order").
-                let (taskScope, taskOperation) = (links.taskScope, links.taskOperation)
+            // One task-cancellation handler per task entry into the tree: a wait parked on a node of its own task is
+            // reached by that node's handler, in the tree's order; a shielded wait by none (Docs/Architecture.md,
+            // "The cancel tree").
+            if links.isTaskEntry {
                 value = try await withTaskCancellationHandler {
                     try await suspend(start)
                 } onCancel: {
-                    if taskScope == nil, taskOperation == nil {
-                        self.cancel(.cancelled)
-                    } else {
-                        TaskCancelChain.taskCancelled(self, scope: taskScope, operation: taskOperation)
-                    }
+                    self.cancel(.cancelled)
                 }
+            } else {
+                value = try await suspend(start)
             }
             // Only `complete(_:)` resumes with a value, and it takes a `Success`.
             return value as! Success
@@ -192,8 +186,8 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         try await suspendOnWaiter { begin($0) { start(self) } }
     }
 
-    /// Before the wait suspends: the hook, the handle, the enclosing operation and the task's innermost scope (the
-    /// borrowing scope) and the deadline, each of which may cancel the cell at once.
+    /// Before the wait suspends: the hooks, then where the wait stands (``CancellationLinks``): parked on its task's
+    /// innermost node, in its resource's set, its deadline armed; each of them may cancel the cell at once.
     @usableFromInline
     func enter(
         boundTo handle: ResourceHandle?,
@@ -208,16 +202,13 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
                 inner.recordsLatency = handle != nil
             }
         }
-        // The operation the body of `withResourceOperation` runs (if any) resumes this wait when it is cancelled;
-        // so does the task's innermost scope when it does not own what the wait is for (the borrowing scope).
         guard !shielded else {
-            return CancellationLinks.link(self, handle: handle, enclosing: nil, scope: nil, deadline: deadline, task: 0)
+            return CancellationLinks.link(wait: self, handle: handle, node: nil, deadline: deadline, isTaskEntry: false)
         }
-        let enclosing = ResourceOperation.current
-        let scope = ResourceScope.current
+        let node = CancelTree.current
         return CancellationLinks.link(
-            self, handle: handle, enclosing: enclosing, scope: scope, deadline: deadline,
-            task: enclosing == nil && scope == nil ? 0 : TaskIdentity.current)
+            wait: self, handle: handle, node: node, deadline: deadline,
+            isTaskEntry: CancelTree.isTaskEntry(under: node, task: node == nil ? 0 : TaskIdentity.current))
     }
 
     /// The waiter suspended: start the operation, resume at once (a cancel or a result came first), or finish a
@@ -240,7 +231,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             let (after, hooks) = inner.withLock { inner -> (Machine.StartReturnedAction?, CancellationHooks) in
                 let after = inner.machine.startReturned()
                 // A pass that reached the cell while `start` ran runs its hooks and resume after its own stop hooks
-                // (Docs/Architecture.md, "One hook order").
+                // (Docs/Architecture.md, "The cancel tree").
                 if case .runHookThenResume(let waiter, let reason) = after, inner.passesHolding > 0 {
                     inner.deferred = CancelPass.Resume(hooks: inner.hooks, waiter: waiter, reason: reason)
                     return (nil, inner.hooks)

@@ -1,83 +1,76 @@
-/// What a wait (``CancellationCell``) or an operation (``withResourceOperation(boundTo:deadline:onCancel:_:)``)
-/// joined when it began, so that every level of cancellation reaches it (Docs/Architecture.md, "Three levels of
-/// cancellation"): the enclosing operation, the resource's handle, the borrowing scope, its own deadline's timer.
-/// Undone by ``leave(_:handle:)`` when it ends. Not generic: the cell's wait pays no metadata lookup for it.
+/// Where a wait (``CancellationCell``) or an operation (``withResourceOperation(boundTo:deadline:onCancel:_:)``)
+/// stands while it runs (Docs/Architecture.md, "The cancel tree"): on its task's innermost node (a wait parks on it,
+/// an operation is its child), in its resource's set (the resource's own cancel and close reach it there), and its
+/// own deadline's timer. Undone by ``leave(_:handle:)`` when it ends. Not generic: the cell's wait pays no metadata
+/// lookup for it.
 @usableFromInline
 package struct CancellationLinks: Sendable {
-    let enclosing: ResourceOperation?
-    let borrowed: ResourceScope?
+    /// The node the member parked on (a wait) or is a child of (an operation), while it is tracked there.
+    let node: (any CancelNode)?
     let timer: DeadlineTimerID?
-    /// The member is bound to its enclosing operation's handle, in the operation's scope: the handle reaches it
-    /// through the operation (which the handle's list holds), so it is counted in the registry's operations in
-    /// flight but not tracked by the handle ("One route per wait").
+    /// The member is bound to its node's own resource (its node is an operation bound to the same handle): the
+    /// resource's set holds the operation, which reaches the member, so the member is counted in the registry's
+    /// operations in flight but not held in that set.
     let reachedThroughOperation: Bool
-    /// The scope and the operation around the member that run on the member's own task, which the task's
-    /// cancellation cancels first (``TaskCancelChain``).
-    @usableFromInline let taskScope: ResourceScope?
-    @usableFromInline let taskOperation: ResourceOperation?
+    /// The member is its task's entry into the tree (``CancelTree/isTaskEntry(under:task:)``): it installs the task's
+    /// cancellation handler. `false` for an adapter's own waiter, which installs its own.
+    @usableFromInline let isTaskEntry: Bool
 
-    /// The operation around the member runs on the member's task, inside the same scope of that task: the
-    /// operation's own task handler reaches the member (a member of the operation) in the pass, and in the order,
-    /// that the member's own handler would, so the member installs none (Docs/Architecture.md, "One route per
-    /// wait"). A scope opened inside the operation's body on the same task keeps the member's handler: that scope's
-    /// handler, newer than the operation's, would run first and alone.
-    @usableFromInline var operationHandlerReaches: Bool {
-        guard let taskOperation else { return false }
-        return taskScope === taskOperation.taskScope
-    }
-
-    /// No operation runs around the member on its task, and the member joined its task's innermost scope as a
-    /// borrower: that scope's own task handler reaches the member (in its list of borrowers, until the member
-    /// leaves) in the pass and order the member's handler would, so the member installs none. A member on a
-    /// resource the scope owns keeps its handler: the resource may move to another owner while it waits.
-    @usableFromInline var scopeHandlerReaches: Bool {
-        guard taskOperation == nil, let borrowed else { return false }
-        return borrowed === taskScope
-    }
-
-    /// Links `member` to `enclosing` and to `handle` (and to `scope` as its borrowing scope unless the scope's
-    /// cancellation reaches it already: ``BorrowingScope/join(_:tracked:enclosing:scope:)``), and arms `deadline`.
-    /// `task` is the member's task (``TaskIdentity``), or 0 when its task's cancellation does not reach it
-    /// through this link (a shielded wait, an adapter's own waiter).
-    /// Any of them that is cancelled already (or a deadline already past) cancels `member` at once.
+    /// A wait: parks on `node` (the task's innermost, unless the wait is shielded), joins `handle`'s set unless
+    /// `node` is an operation bound to `handle`, and arms `deadline`. Any of them that is cancelled already (or a
+    /// deadline already past) cancels `wait` at once, before it starts.
     static func link(
-        _ member: any CancellableOperation,
+        wait: any CancellableOperation,
         handle: ResourceHandle?,
-        enclosing: ResourceOperation?,
-        scope: ResourceScope?,
+        node: (any CancelNode)?,
         deadline: ContinuousClock.Instant?,
-        task: UInt
+        isTaskEntry: Bool
     ) -> CancellationLinks {
-        enclosing?.add(member)
-        let throughOperation = handle != nil && enclosing?.handle === handle && enclosing?.scope === scope
-        if throughOperation { handle?.countUntracked(by: 1) }
-        let borrowed = BorrowingScope.join(
-            member, tracked: throughOperation ? nil : handle, enclosing: enclosing, scope: scope)
-        var timer: DeadlineTimerID?
-        if let deadline {
-            if deadline <= .now {
-                member.cancel(.deadlineExceeded(deadline))
-            } else {
-                timer = DeadlineTimers.shared.schedule(at: deadline) { [weak member] in
-                    member?.cancel(.deadlineExceeded(deadline))
-                }
+        let throughOperation = track(wait, on: handle, node: node)
+        var parkedOn: (any CancelNode)?
+        if let node {
+            switch node.park(wait) {
+            case .parked: parkedOn = node
+            case .alreadyCancelled(let reason): wait.cancel(reason)
+            case .notTracked: break
             }
         }
         return CancellationLinks(
-            enclosing: enclosing, borrowed: borrowed, timer: timer, reachedThroughOperation: throughOperation,
-            taskScope: task == 0 ? nil : TaskCancelChain.same(scope, task: task),
-            taskOperation: task == 0 ? nil : TaskCancelChain.same(enclosing, task: task))
+            node: parkedOn, timer: arm(deadline, for: wait),
+            reachedThroughOperation: throughOperation, isTaskEntry: isTaskEntry)
+    }
+
+    /// An operation: a child of `parent` (the task's innermost node), in `handle`'s set unless `parent` is an
+    /// operation bound to `handle`, with `deadline` armed. Any of them that is cancelled already cancels the
+    /// operation at once, before its body starts.
+    static func link(
+        operation: ResourceOperation,
+        handle: ResourceHandle?,
+        parent: (any CancelNode)?,
+        deadline: ContinuousClock.Instant?
+    ) -> CancellationLinks {
+        let throughOperation = track(operation, on: handle, node: parent)
+        var childOf: (any CancelNode)?
+        if let parent {
+            switch parent.attach(operation) {
+            case .attached: childOf = parent
+            case .cancelled(let reason): operation.cancel(reason)
+            case .notTracked: break
+            }
+        }
+        return CancellationLinks(
+            node: childOf, timer: arm(deadline, for: operation),
+            reachedThroughOperation: throughOperation,
+            isTaskEntry: CancelTree.isTaskEntry(under: parent, task: operation.task))
     }
 
     /// For a waiter of an adapter's own that is not a ``CancellationCell`` (it parks on a continuation it
-    /// keeps itself, as the Postgres pool's queued lease does): links `member` to the calling task's enclosing
-    /// operation and innermost scope, as a cell's wait would be (bound to no handle, no deadline of its own).
-    /// Either may cancel `member` at once, from inside this call. The task's own cancellation is the caller's
-    /// (`withTaskCancellationHandler`). Undo with ``leave(_:)``.
+    /// keeps itself, as the Postgres pool's queued lease does): parks `member` on the calling task's innermost node,
+    /// as a cell's wait would (bound to no handle, no deadline of its own). A cancelled node cancels `member` at once,
+    /// from inside this call. The task's own cancellation is the caller's (`withTaskCancellationHandler`). Undo with
+    /// ``leave(_:)``.
     package static func joinCallersLevels(_ member: any CancellableOperation) -> CancellationLinks {
-        link(
-            member, handle: nil, enclosing: ResourceOperation.current, scope: ResourceScope.current, deadline: nil,
-            task: 0)
+        link(wait: member, handle: nil, node: CancelTree.current, deadline: nil, isTaskEntry: false)
     }
 
     /// `member`, joined with ``joinCallersLevels(_:)``, ended: it leaves everything it joined.
@@ -85,16 +78,53 @@ package struct CancellationLinks: Sendable {
         leave(member, handle: nil)
     }
 
-    /// `member` ended: its timer is cancelled and it leaves everything it joined.
+    /// The wait `member` ended: its timer is cancelled and it leaves everything it joined.
     @usableFromInline
     func leave(_ member: any CancellableOperation, handle: ResourceHandle?) {
+        leaveHandle(member, handle: handle)
+        node?.unpark(member)
+    }
+
+    /// The operation ended: its timer is cancelled and it leaves its resource's set and its parent.
+    @usableFromInline
+    func leave(_ operation: ResourceOperation, handle: ResourceHandle?) {
+        leaveHandle(operation, handle: handle)
+        node?.detach(operation)
+    }
+
+    private func leaveHandle(_ member: any CancellableOperation, handle: ResourceHandle?) {
         if let timer { DeadlineTimers.shared.cancel(timer) }
         if reachedThroughOperation {
             handle?.countUntracked(by: -1)
         } else {
             handle?.untrack(member)
         }
-        enclosing?.remove(member)
-        borrowed?.leave(member)
+    }
+
+    /// Puts `member` in `handle`'s set (which cancels it at once when the resource is cancelled or closing), or only
+    /// counts it when `node` is an operation bound to the same resource. Returns whether it was only counted.
+    private static func track(
+        _ member: any CancellableOperation, on handle: ResourceHandle?, node: (any CancelNode)?
+    ) -> Bool {
+        guard let handle else { return false }
+        if let node, node.boundHandle === handle {
+            handle.countUntracked(by: 1)
+            return true
+        }
+        handle.track(member)
+        return false
+    }
+
+    private static func arm(_ deadline: ContinuousClock.Instant?, for member: any CancellableOperation)
+        -> DeadlineTimerID?
+    {
+        guard let deadline else { return nil }
+        if deadline <= .now {
+            member.cancel(.deadlineExceeded(deadline))
+            return nil
+        }
+        return DeadlineTimers.shared.schedule(at: deadline) { [weak member] in
+            member?.cancel(.deadlineExceeded(deadline))
+        }
     }
 }

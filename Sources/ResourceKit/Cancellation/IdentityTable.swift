@@ -1,5 +1,5 @@
-/// What is in flight on one object, by the identity of each member: an operation's waiters, a handle's running
-/// operations, a scope's borrowers. Each of them almost always holds one member at a time (a query waits on one
+/// What is in flight on one object, by the identity of each member: a node's parked waits and children, a handle's
+/// running operations and waits. Each of them almost always holds one member at a time (a query waits on one
 /// thing; a resource runs one operation), so the first member is kept inline and only further ones go to a
 /// dictionary: the common case allocates nothing and hashes nothing, where a dictionary alone allocated its
 /// storage on the first insert and hashed the identity on every insert and removal (Docs/Architecture.md, "State

@@ -17,7 +17,7 @@ public protocol ManagedResource: AnyObject, Sendable {
     ///
     /// Order: the waits bound to the handle are marked cancelled first (a shutdown here cannot complete one
     /// instead), the `onCancel` of the resource's operations runs, then `cancel()`, and only then do the waits
-    /// resume (Docs/Architecture.md, "One hook order"): when a cancelled operation throws, `cancel()` has run.
+    /// resume (Docs/Architecture.md, "The cancel tree"): when a cancelled operation throws, `cancel()` has run.
     func cancel()
 
     /// Releases the resource for good. Called exactly once by ResourceKit when the owning scope ends (last

@@ -1,11 +1,12 @@
 /// The life of one operation run by ``withResourceOperation(boundTo:deadline:onCancel:_:)``, as a value: every
 /// event returns what to do, and nothing here performs I/O or calls back, so it is tested without threads.
 ///
-/// An operation is *pending* until its body starts, *running* while it runs, then *finished*. A cancel records
-/// the first reason only. While pending it just records it (the body will not start; the adapter's hook has
-/// nothing to stop); while running it asks the caller to run the hook and to cancel every waiter the body
-/// started (reactor waits, pool jobs, nested operations); after the end it does nothing.
-struct OperationStateMachine<Waiter: Sendable>: Sendable {
+/// An operation is *pending* until its body starts, *running* while it runs, then *finished*. It is a node of the
+/// cancel tree (``CancelNodeMachine``): what its body runs (waits, nested operations and scopes) are its members. A
+/// cancel records the first reason only. While pending it just records it (the body will not start; the adapter's
+/// hook has nothing to stop); while running it hands out every member and asks the caller to run the hook; after
+/// the end it does nothing.
+struct OperationStateMachine: Sendable {
     enum Phase: Equatable {
         case pending
         case running
@@ -14,10 +15,8 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
 
     private(set) var phase: Phase = .pending
     private(set) var reason: CancellationReason?
-    private var waiters = IdentityTable<Waiter>()
-
-    /// Number of waiters currently tracked (for tests).
-    var waiterCount: Int { waiters.count }
+    /// The operation as a node of the cancel tree.
+    private(set) var node = CancelNodeMachine()
 
     enum StartAction: Equatable, Sendable {
         /// Run the body.
@@ -30,6 +29,7 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
         precondition(phase == .pending, "an operation starts once")
         if let reason {
             phase = .finished
+            node.finish()
             return .refuse(reason)
         }
         phase = .running
@@ -38,43 +38,40 @@ struct OperationStateMachine<Waiter: Sendable>: Sendable {
 
     enum CancelAction: Sendable {
         case none
-        /// Run the adapter's hook with `reason`, and cancel `waiters` with it.
-        case stop(CancellationReason, waiters: [Waiter])
+        /// Run the adapter's hook with `reason`, and reach `members` (the body's waits and nested nodes) with it.
+        case stop(CancellationReason, members: CancelNodeMachine.Members)
     }
 
     mutating func cancel(_ reason: CancellationReason) -> CancelAction {
         guard self.reason == nil, phase != .finished else { return .none }
         self.reason = reason
-        guard phase == .running else { return .none }
-        let stopped = waiters.all
-        waiters = IdentityTable()
-        return .stop(reason, waiters: stopped)
+        let members = node.cancel(reason)
+        guard phase == .running, let members else { return .none }
+        return .stop(reason, members: members)
     }
 
-    enum AddAction: Sendable {
-        /// Tracked: a later cancel reaches it.
-        case tracked
-        /// The operation was cancelled already: cancel the waiter now with this reason.
-        case cancelNow(CancellationReason)
-        /// The operation is over (a waiter outliving its body, such as an unstructured task): not tracked.
-        case ignored
+    /// A wait of the body parks on the operation; see ``CancelNodeMachine/park(_:)``.
+    mutating func park(_ wait: any CancellableOperation) -> CancelNodeMachine.Park {
+        node.park(wait)
     }
 
-    mutating func add(_ waiter: Waiter, id: ObjectIdentifier) -> AddAction {
-        if phase == .finished { return .ignored }
-        if let reason { return .cancelNow(reason) }
-        waiters.insert(waiter, id: id)
-        return .tracked
+    mutating func unpark(_ wait: any CancellableOperation) {
+        node.unpark(wait)
     }
 
-    mutating func remove(id: ObjectIdentifier) {
-        waiters.remove(id: id)
+    /// A scope or an operation begins in the body; see ``CancelNodeMachine/attach(_:)``.
+    mutating func attach(_ child: any CancelNode) -> CancelNodeMachine.Attach {
+        node.attach(child)
+    }
+
+    mutating func detach(_ child: any CancelNode) {
+        node.detach(child)
     }
 
     /// The body ended; returns the cancellation's reason if a cancel won before that.
     mutating func finish() -> CancellationReason? {
         phase = .finished
-        waiters = IdentityTable()
+        node.finish()
         return reason
     }
 }

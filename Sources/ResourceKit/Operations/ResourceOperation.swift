@@ -1,8 +1,9 @@
-/// One running operation of a resource, made by ``withResourceOperation(boundTo:deadline:onCancel:_:)``.
+/// One running operation of a resource, made by ``withResourceOperation(boundTo:deadline:onCancel:_:)``: a node of
+/// the cancel tree (Docs/Architecture.md, "The cancel tree").
 ///
-/// It is the current task's innermost operation (a task-local) while its body runs: every ``CancellationCell``
-/// the body runs unshielded (so every `IOReactor` wait and `BlockingPool` job) and every nested operation
-/// registers with it, so that cancelling the operation resumes them with the operation's reason.
+/// It is the current task's innermost operation (a task-local) while its body runs: every ``CancellationCell`` the
+/// body runs unshielded (so every `IOReactor` wait and `BlockingPool` job) parks on it, and every scope or operation
+/// the body begins is its child, so that cancelling the operation resumes them with the operation's reason.
 @usableFromInline
 final class ResourceOperation: CancellableOperation {
     /// The task-local behind ``current``, declared without the `@TaskLocal` wrapper so that the inlinable
@@ -12,38 +13,29 @@ final class ResourceOperation: CancellableOperation {
     /// The current task's innermost operation.
     static var current: ResourceOperation? { currentLocal.get() }
 
-    private typealias Machine = OperationStateMachine<any CancellableOperation>
-
-    private let machine = Locked(Machine())
+    private let machine = Locked(OperationStateMachine())
     private let hook: @Sendable (CancellationReason) -> Void
     /// The earliest deadline of this operation, the operations it is nested in and its task's innermost scope, in
     /// its fixed-layout form (see ``StoredInstant``).
     let storedDeadline: StoredInstant?
-    /// The task's innermost scope when the operation began, whose cancellation reaches it (as the owner of its
-    /// resource, through an enclosing operation, or because it joined the scope as a borrower): what the body
-    /// waits on need not join that scope again.
+    /// The task's innermost scope when the operation began: while that is still the innermost scope, the operation is
+    /// the task's innermost node (``CancelTree/current``).
     let scope: ResourceScope?
-    /// The resource the operation is bound to, whose list holds the operation: a wait of the body bound to the same
-    /// resource is reached through the operation and stays out of that list (``CancellationLinks``).
+    /// The resource the operation is bound to, whose set holds the operation: a wait of the body bound to the same
+    /// resource is reached through the operation and stays out of that set (``CancellationLinks``).
     let handle: ResourceHandle?
     /// The task that runs the body (``TaskIdentity``).
     let task: UInt
-    /// The scope and the operation around this one that run on the same task (``TaskCancelChain``).
-    let taskScope: ResourceScope?
-    let taskEnclosing: ResourceOperation?
 
     init(
         onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: StoredInstant?,
-        scope: ResourceScope?, handle: ResourceHandle?, task: UInt, taskScope: ResourceScope?,
-        taskEnclosing: ResourceOperation?
+        scope: ResourceScope?, handle: ResourceHandle?, task: UInt
     ) {
         self.hook = hook
         self.storedDeadline = deadline
         self.scope = scope
         self.handle = handle
         self.task = task
-        self.taskScope = taskScope
-        self.taskEnclosing = taskEnclosing
     }
 
     /// Marks the body as started, or throws the reason's error if a cancel came first.
@@ -54,9 +46,9 @@ final class ResourceOperation: CancellableOperation {
         }
     }
 
-    /// Cancels the operation: its waiters are marked cancelled, the adapter's hook runs, once, on this thread,
-    /// then the waiters resume with `reason` (Docs/Architecture.md, "One hook order"). Non-blocking, idempotent,
-    /// any thread.
+    /// Cancels the operation: its members are marked cancelled, the adapter's hook and every stop hook below it run,
+    /// once, on this thread, then the waits resume with `reason` (Docs/Architecture.md, "The cancel tree").
+    /// Non-blocking, idempotent, any thread.
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
         var pass = CancelPass()
@@ -64,30 +56,10 @@ final class ResourceOperation: CancellableOperation {
         pass.finish()
     }
 
-    /// The waiters as members of `pass` first (each decides it is cancelled, so that nothing the hook wakes can
-    /// complete it instead; their resumes wait for the pass), then the hook (a nested operation's runs first).
-    @usableFromInline
-    func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
-        guard case .stop(let reason, let waiters) = machine.withLock({ $0.cancel(reason) }) else { return }
-        for waiter in waiters { waiter.reach(reason, in: &pass) }
-        hook(reason)
-    }
-
-    /// The task running the body was cancelled: the operations and scopes around it on the task first
-    /// (``TaskCancelChain``).
+    /// The task running the body was cancelled (its handler, when the operation is its task's entry).
     @usableFromInline
     func taskCancelled() {
-        TaskCancelChain.taskCancelled(self)
-    }
-
-    /// Tracks something the body waits on; cancels it at once if the operation was cancelled already.
-    func add(_ waiter: any CancellableOperation) {
-        let action = machine.withLock { $0.add(waiter, id: ObjectIdentifier(waiter)) }
-        if case .cancelNow(let reason) = action { waiter.cancel(reason) }
-    }
-
-    func remove(_ waiter: any CancellableOperation) {
-        machine.withLock { $0.remove(id: ObjectIdentifier(waiter)) }
+        cancel(.cancelled)
     }
 
     /// The body ended; the cancellation's reason if a cancel won first.
@@ -95,4 +67,34 @@ final class ResourceOperation: CancellableOperation {
     func finish() -> CancellationReason? {
         machine.withLock { $0.finish() }
     }
+}
+
+extension ResourceOperation: CancelNode {
+    /// Marks the operation and its members (the body's waits, nested scopes and operations), the operation's hook
+    /// first and theirs after it (top down); the hooks run, and the waits resume, when `pass` finishes.
+    @usableFromInline
+    func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
+        guard case .stop(let reason, let members) = machine.withLock({ $0.cancel(reason) }) else { return }
+        pass.stop(hook, reason)
+        members.children.forEach { $0.reach(reason, in: &pass) }
+        members.parked.forEach { $0.reach(reason, in: &pass) }
+    }
+
+    func park(_ wait: any CancellableOperation) -> CancelNodeMachine.Park {
+        machine.withLock { $0.park(wait) }
+    }
+
+    func unpark(_ wait: any CancellableOperation) {
+        machine.withLock { $0.unpark(wait) }
+    }
+
+    func attach(_ child: any CancelNode) -> CancelNodeMachine.Attach {
+        machine.withLock { $0.attach(child) }
+    }
+
+    func detach(_ child: any CancelNode) {
+        machine.withLock { $0.detach(child) }
+    }
+
+    var boundHandle: ResourceHandle? { handle }
 }

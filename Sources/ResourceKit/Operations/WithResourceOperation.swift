@@ -1,7 +1,6 @@
 // Inlinable, so that the generic shell is specialised where it is called (a query's `[PostgresResult]`): an
 // unspecialised one allocates its result's buffers from the task allocator on every operation (Docs/Decisions/
-// 0006). Everything it calls is concrete and lives in this module (`enter`,
-// `CancellationLinks`).
+// 0006). Everything it calls is concrete and lives in this module (`enter`, `CancellationLinks`).
 /// Runs one operation of a resource (a query, a request and its reply, a command) so that cancelling it stops
 /// the work it started outside the process, at whichever level the cancel comes from.
 ///
@@ -28,7 +27,7 @@
 /// body runs unshielded cancelled (so that what `onCancel` wakes cannot complete one instead), calls `onCancel`
 /// once with the reason, on the canceller's thread, then resumes at once those cells
 /// (`IOReactor` waits, `BlockingPool` jobs, nested operations), whichever handle they are bound to: when a
-/// cancelled wait of the body throws, `onCancel` has run (Docs/Architecture.md, "One hook order"; a wait in a
+/// cancelled wait of the body throws, `onCancel` has run (Docs/Architecture.md, "The cancel tree"; a wait in a
 /// child task of the body is the exception: it may resume first). `onCancel` must be short and non-blocking (a
 /// non-blocking send such as `SocketConnection.trySend`, a job handed to `BlockingPool`): the waits resume only
 /// after it returns. It must not take a lock that is held while a continuation is resumed. If the body then
@@ -52,12 +51,18 @@ public func withResourceOperation<Result>(
     defer { links.leave(operation, handle: handle) }
     do {
         let value = try await ResourceOperation.currentLocal.withValue(operation) {
-            try await withTaskCancellationHandler {
-                try operation.start()
-                return try await body()
-            } onCancel: {
-                operation.taskCancelled()
+            // One task-cancellation handler per task entry into the tree (Docs/Architecture.md, "The cancel tree"):
+            // an operation under a node of its own task is reached by that node's handler.
+            if links.isTaskEntry {
+                return try await withTaskCancellationHandler {
+                    try operation.start()
+                    return try await body()
+                } onCancel: {
+                    operation.taskCancelled()
+                }
             }
+            try operation.start()
+            return try await body()
         }
         _ = operation.finish()
         return value
@@ -68,8 +73,8 @@ public func withResourceOperation<Result>(
 }
 
 extension ResourceOperation {
-    /// The checkpoint (the task, the handle, `deadline`), then a new operation linked to the enclosing one, the
-    /// handle, the borrowing scope and its deadline's timer.
+    /// The checkpoint (the task, the handle, `deadline`), then a new operation: a child of the task's innermost node,
+    /// in its resource's set, with its deadline's timer.
     @usableFromInline
     static func enter(
         boundTo handle: ResourceHandle?,
@@ -80,16 +85,14 @@ extension ResourceOperation {
         try Task.checkCancellation()
         if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
 
-        let parent = ResourceOperation.current
+        let parent = CancelTree.current
         let scope = ResourceScope.current
-        let task = TaskIdentity.current
         let operation = ResourceOperation(
             onCancel: onCancel,
-            deadline: Deadlines.earliest(deadline.stored, parent?.storedDeadline, scope?.storedDeadline),
-            scope: scope, handle: handle, task: task, taskScope: TaskCancelChain.same(scope, task: task),
-            taskEnclosing: TaskCancelChain.same(parent, task: task))
-        let links = CancellationLinks.link(
-            operation, handle: handle, enclosing: parent, scope: scope, deadline: deadline, task: 0)
+            deadline: Deadlines.earliest(
+                deadline.stored, ResourceOperation.current?.storedDeadline, scope?.storedDeadline),
+            scope: scope, handle: handle, task: TaskIdentity.current)
+        let links = CancellationLinks.link(operation: operation, handle: handle, parent: parent, deadline: deadline)
         return (operation, links)
     }
 }

@@ -104,7 +104,7 @@ public final class ResourceRegistry: Sendable {
     ///
     /// - Throws: ``ResourceKitError/Code/alreadyRegistered`` if this object is already registered and not closed.
     public func register(_ resource: some ManagedResource, kind: ResourceKind, label: String) throws -> ResourceHandle {
-        try register(RegisteredResource(resource), kind: kind, label: label, scopePath: "", deadline: nil, owner: nil)
+        try register(RegisteredResource(resource), kind: kind, label: label, scopePath: "", deadline: nil)
     }
 
     func register(
@@ -112,13 +112,11 @@ public final class ResourceRegistry: Sendable {
         kind: ResourceKind,
         label: String,
         scopePath: String,
-        deadline: StoredInstant?,
-        owner: ResourceScope?
+        deadline: StoredInstant?
     ) throws -> ResourceHandle {
         let object = ObjectIdentifier(resource.resource)
         let handle = ResourceHandle(
-            resource: resource, kind: kind, label: label, scopePath: scopePath, deadline: deadline, owner: owner,
-            registry: self)
+            resource: resource, kind: kind, label: label, scopePath: scopePath, deadline: deadline, registry: self)
         let (duplicate, live) = state.withLock { state -> (Bool, Int) in
             guard state.live.insert(handle, for: object) else { return (true, state.live.count) }
             // The kind's latency recorder is made with the kind's counters, not by the first cancelled wait.

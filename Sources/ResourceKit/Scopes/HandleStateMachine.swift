@@ -1,5 +1,5 @@
 /// A registered resource's state and decisions as a value: whether it is live, closing or closed, why it was
-/// cancelled, which operations run on it, its parts scope and its owner. ``ResourceHandle`` holds it under its lock
+/// cancelled, which operations run on it and its parts scope. ``ResourceHandle`` holds it under its lock
 /// (``InlineStateLock``), calls one method per event, and performs what comes back after releasing the lock: it
 /// cancels operations, calls the adapter's `cancel()` and `close()`, tells the registry. Tested without I/O
 /// (`HandleStateMachineTests`).
@@ -24,12 +24,8 @@ struct HandleStateMachine {
     /// Kept in a fixed-layout form (see ``StoredInstant``), like every instant a handle stores.
     private(set) var deadline: StoredInstant?
     private(set) var parts: ResourceScope?
-    /// The scope that closes this resource (`nil` when unscoped or adopted): its cancellation reaches the resource
-    /// through a cancel, so a wait in that scope (or an enclosing one) need not join it as a borrower. Let go at
-    /// close, which breaks the scope → handle → scope cycle.
-    private(set) var owner: ResourceScope?
 
-    // No explicit `init`: the memberwise one (`HandleStateMachine(held:deadline:owner:)`) builds the value where the
+    // No explicit `init`: the memberwise one (`HandleStateMachine(held:deadline:)`) builds the value where the
     // handle stores it, inside its lock; an `init` of its own made the optimizer build it aside and copy it in
     // (an outlined copy and destroy per registered resource, in release builds).
 
@@ -58,20 +54,18 @@ struct HandleStateMachine {
     // MARK: Operations
 
     enum TrackDecision {
-        /// Tracked. `reachedThroughOwner`: the scope the operation runs in is (or encloses) the resource's owner,
-        /// whose cancellation reaches the operation through the resource.
-        case tracked(reachedThroughOwner: Bool)
+        /// Tracked: the resource's cancel and close reach it.
+        case tracked
         /// Not tracked: cancel the operation at once with this reason (the resource is cancelled or closing).
         case cancel(CancellationReason)
     }
 
-    /// An operation starts on the resource, in the task whose innermost scope is `scope`.
-    mutating func track(_ operation: any CancellableOperation, within scope: ResourceScope?) -> TrackDecision {
+    /// An operation or a wait starts on the resource.
+    mutating func track(_ operation: any CancellableOperation) -> TrackDecision {
         if let cancelReason { return .cancel(cancelReason) }
         guard phase == .live else { return .cancel(.cancelled) }
         operations.insert(operation)
-        guard let scope, let owner else { return .tracked(reachedThroughOwner: false) }
-        return .tracked(reachedThroughOwner: scope.encloses(owner))
+        return .tracked
     }
 
     /// An operation ended; `false` if it was not tracked (a close took it over).
@@ -116,7 +110,6 @@ struct HandleStateMachine {
     mutating func endClose() {
         phase = .closed
         held = nil
-        owner = nil
     }
 
     /// What ``closeInline()`` decided.
@@ -139,7 +132,6 @@ struct HandleStateMachine {
         // Moved out, not copied (the check above leaves nothing else for `take()` to find).
         guard case .synchronous(let resource)? = held.take() else { return .notInline }
         phase = .closed
-        owner = nil
         guard !operations.isEmpty else { return .close(resource) }
         defer { operations = IdentityTable() }
         return .closeCancelling(resource, operations.all)
@@ -152,7 +144,6 @@ struct HandleStateMachine {
     mutating func detachFromScope() -> Bool {
         guard phase == .live, cancelReason == nil else { return false }
         deadline = nil
-        owner = nil
         return true
     }
 

@@ -57,7 +57,6 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         label: String,
         scopePath: String,
         deadline: StoredInstant?,
-        owner: ResourceScope?,
         registry: ResourceRegistry
     ) {
         self.id = .next()
@@ -69,7 +68,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         self.object = ObjectIdentifier(resource.resource)
         self.closesInline = resource.synchronous != nil
         // Built where it is stored: a named local would be copied in (through the type's value witness).
-        self.state = InlineStateLock(HandleStateMachine(held: resource, deadline: deadline, owner: owner))
+        self.state = InlineStateLock(HandleStateMachine(held: resource, deadline: deadline))
     }
 
     deinit {
@@ -154,7 +153,7 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
 
     /// Cancels the resource: every wait bound to it is marked cancelled, the `onCancel` of every operation running
     /// on it and the adapter's ``ManagedResource/cancel()`` run, then the waits resume at once with the reason's
-    /// error (Docs/Architecture.md, "One hook order"). Idempotent; a no-op after close. Non-blocking, any thread.
+    /// error (Docs/Architecture.md, "The cancel tree"). Idempotent; a no-op after close. Non-blocking, any thread.
     public func cancel(_ reason: CancellationReason = .cancelled) {
         var pass = CancelPass()
         cancel(reason, in: &pass)
@@ -166,11 +165,11 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
     func cancel(_ reason: CancellationReason, in pass: inout CancelPass) {
         guard let work = state.withLock({ $0.cancel(reason) }) else { return }
         registry.didRequestCancel(self, reason: reason)
-        // The waits first (each decides it is cancelled: a shutdown in `cancel()` cannot complete one instead),
-        // with their operations' hooks; then the adapter's `cancel()`; then the parts.
+        // The operations and waits first (each is marked cancelled: a shutdown in `cancel()` cannot complete one
+        // instead), with their operations' hooks before the adapter's `cancel()`; then the parts.
         work.operations.forEach { $0.reach(reason, in: &pass) }
-        work.resource?.cancel()
-        work.parts?.cancel(reason, in: &pass)
+        if let resource = work.resource { pass.stop(resource) }
+        work.parts?.reach(reason, in: &pass)
     }
 
     /// Closes the resource: operations still running on it are cancelled, then ``ManagedResource/close()``
@@ -245,26 +244,22 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         withExtendedLifetime(resource) { registry.didClose(self, outcome: outcome) }
     }
 
-    /// Adds a running operation; cancels it at once if the resource is already cancelled or closing. Returns
-    /// whether `scope`'s cancellation already reaches the operation through this resource (the resource's
-    /// owner is `scope` or a scope nested in it), so that the operation need not join `scope` as a borrower.
-    @discardableResult
-    func track(_ operation: any CancellableOperation, within scope: ResourceScope? = nil) -> Bool {
-        switch state.withLock({ $0.track(operation, within: scope) }) {
-        case .tracked(let reachedThroughOwner):
+    /// Adds a running operation or wait to the resource's set, which the resource's cancel and close reach;
+    /// cancels it at once if the resource is already cancelled or closing.
+    func track(_ operation: any CancellableOperation) {
+        switch state.withLock({ $0.track(operation) }) {
+        case .tracked:
             registry.operationsChanged(by: 1)
-            return reachedThroughOwner
         case .cancel(let reason):
             operation.cancel(reason)
-            return false
         }
     }
 
-    /// How many operations and waits the handle's list holds now (for tests).
+    /// How many operations and waits the resource's set holds now (for tests).
     var trackedCount: Int { state.withLock { $0.operationCount } }
 
     /// A wait reached through an operation this handle tracks (``CancellationLinks``) began (`1`) or ended (`-1`):
-    /// counted in the registry's operations in flight like a tracked one, without a place in the handle's list.
+    /// counted in the registry's operations in flight like a tracked one, without a place in the resource's set.
     func countUntracked(by delta: Int) {
         registry.operationsChanged(by: delta)
     }

@@ -8,14 +8,14 @@
 /// Cancellation is level-triggered: once cancelled (by the task, ``cancel()`` or the deadline), a scope stays
 /// cancelled; registering into it cancels and closes the new resource at once and throws.
 ///
-/// A scope also reaches what its task *borrows* (Docs/Architecture.md, "Three levels of cancellation"): every
-/// wait the task runs through ResourceKit (a ``CancellationCell``, so every `IOReactor` wait, `BlockingPool`
-/// job and ``withResourceOperation(boundTo:deadline:onCancel:_:)``) joins the task's innermost scope when that
-/// scope does not own the resource (a pooled connection, one an outer scope owns, a pool's wait for a free
-/// connection). Cancelling the scope (``cancel()``, a parent's cancel, its deadline) then stops that operation at
-/// the operation level, with the scope's reason, and the resource lives on. Unstructured tasks inherit the
-/// scope with the other task-locals; background work a resource owns must not (start it inside
-/// ``withoutResourceScope(_:)``, which clears the scope and the enclosing operation both, or through
+/// A scope also reaches what its task *borrows* (Docs/Architecture.md, "Three levels of cancellation", "The cancel
+/// tree"): every wait the task runs through ResourceKit (a ``CancellationCell``, so every `IOReactor` wait,
+/// `BlockingPool` job and ``withResourceOperation(boundTo:deadline:onCancel:_:)``) parks on the task's innermost scope
+/// or operation, whether or not that scope owns the resource (a pooled connection, one an outer scope owns, a pool's
+/// wait for a free connection). Cancelling the scope (``cancel()``, a parent's cancel, its deadline) then stops that
+/// operation at the operation level, with the scope's reason, and a resource the scope does not own lives on.
+/// Unstructured tasks inherit the scope with the other task-locals; background work a resource owns must not (start
+/// it inside ``withoutResourceScope(_:)``, which clears the scope and the enclosing operation both, or through
 /// `ResourceOwner`).
 ///
 /// What a scope does *not* do: it cannot interrupt awaits that do not go through ResourceKit (a plain
@@ -37,11 +37,14 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     public let registry: ResourceRegistry
 
     let parent: ResourceScope?
-    /// The task that runs the scope's body (``TaskIdentity``); 0 for a scope no body runs in (an owner's, a
-    /// handle's parts).
+    /// The node the scope began in (Docs/Architecture.md, "The cancel tree"): its task's innermost node then, a
+    /// scope or an operation; `nil` for a root.
+    let parentNode: (any CancelNode)?
+    /// The task that runs the scope's body (``TaskIdentity``); 0 for a scope no body runs in (a handle's parts).
     let task: UInt
-    /// The parent scope if it runs on the same task (``TaskCancelChain``).
-    let taskParent: ResourceScope?
+    /// The scope is its task's entry into the tree: it installs the task's cancellation handler, which cancels it
+    /// and so every node and wait below it on the task (``CancelTree/isTaskEntry(under:task:)``).
+    @usableFromInline let isTaskEntry: Bool
 
     /// The scope's state and decisions (``ScopeStateMachine``), held inline: see ``InlineStateLock``. Every method
     /// below makes one decision under this lock and acts after it.
@@ -49,19 +52,29 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
 
     init(
         label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?,
-        registry: ResourceRegistry?, armsDeadline: Bool = true, pathPrefix: String = "", task: UInt = 0
+        registry: ResourceRegistry?, armsDeadline: Bool = true, pathPrefix: String = "", task: UInt = 0,
+        parentNode: (any CancelNode)? = nil
     ) {
         self.label = label
         self.parent = parent
         self.task = task
-        self.taskParent = task == 0 ? nil : TaskCancelChain.same(parent, task: task)
+        self.parentNode = parentNode
+        self.isTaskEntry = CancelTree.isTaskEntry(under: parentNode, task: task)
         self.path = parent.map { "\($0.path)/\(label)" } ?? (pathPrefix.isEmpty ? label : "\(pathPrefix)/\(label)")
         let ownStored = ownDeadline.stored
         self.storedDeadline = Deadlines.earliest(ownStored, parent?.storedDeadline)
         self.registry = registry ?? parent?.registry ?? .shared
 
-        if let parent, let inherited = parent.attachChild(self) {
-            cancel(inherited)
+        if let parentNode {
+            switch parentNode.attach(self) {
+            case .attached: break
+            case .cancelled(let reason): cancel(reason)
+            case .notTracked:
+                // An operation that has ended (an unstructured task that inherited it): its scope takes the child.
+                if let parent, parent !== parentNode, case .cancelled(let reason) = parent.attach(self) {
+                    cancel(reason)
+                }
+            }
         }
         // Only a deadline earlier than the parent's needs a timer of its own; the parent's timer reaches the
         // children through cancel propagation.
@@ -91,8 +104,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// Number of resources registered and not yet closed by the scope.
     public var resourceCount: Int { state.withLock { $0.handles.count } }
 
-    /// Number of operations on resources the scope does not own that joined it now (for tests).
-    var borrowerCount: Int { state.withLock { $0.borrowers.count } }
+    /// Number of members the scope's node holds now: child scopes and operations, parked waits (for tests).
+    var memberCount: Int { state.withLock { $0.node.memberCount } }
 
     /// Throws `CancellationError` or ``DeadlineExceededError`` if the scope was cancelled.
     public func checkCancellation() throws {
@@ -109,62 +122,25 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     @usableFromInline
     func cancel(_ reason: CancellationReason) {
         var pass = CancelPass()
-        cancel(reason, in: &pass)
+        reach(reason, in: &pass)
         pass.finish()
     }
 
-    /// Cancels the scope as part of `pass`: its resources' `cancel()` and their operations' hooks run now, the
-    /// waits resume when the pass finishes (Docs/Architecture.md, "One hook order").
-    func cancel(_ reason: CancellationReason, in pass: inout CancelPass) {
-        guard let work = state.withLock({ $0.cancel(reason) }) else { return }
-        for handle in work.handles.reversed() {
-            handle.cancel(reason, in: &pass)
-        }
-        for child in work.children {
-            child.cancel(reason, in: &pass)
-        }
-        work.borrowers.forEach { $0.reach(reason, in: &pass) }
-    }
-
-    /// The scope's task was cancelled: the operations and scopes around it on the task first
-    /// (``TaskCancelChain``).
+    /// The scope's task was cancelled (its handler, when the scope is its task's entry).
     @usableFromInline
     func taskCancelled() {
-        TaskCancelChain.taskCancelled(self)
+        cancel(.cancelled)
     }
 
-    /// A scope for `withResourceScope`'s body on the calling task: a child of the task's innermost scope, and a
-    /// link in the task's chain (``TaskCancelChain``).
+    /// A scope for `withResourceScope`'s body on the calling task: a child of the task's innermost node (a scope, or
+    /// an operation that began in it), whose path, deadline and registry come from the task's innermost scope.
     @usableFromInline
     static func entered(
         label: String, deadline: ContinuousClock.Instant?, registry: ResourceRegistry?
     ) -> ResourceScope {
         ResourceScope(
             label: label, parent: ResourceScope.current, deadline: deadline, registry: registry,
-            task: TaskIdentity.current)
-    }
-
-    /// An operation of this scope's task on a resource the scope does not own joins it: cancelling the scope
-    /// cancels the operation with the scope's reason (the operation level: the resource lives on). Cancels it
-    /// at once if the scope was cancelled already; does nothing once the scope has finished (an unstructured
-    /// task that inherited it). Pair with ``leave(_:)``.
-    func join(_ operation: any CancellableOperation) {
-        if let reason = state.withLock({ $0.join(operation) }) { operation.cancel(reason) }
-    }
-
-    /// The operation ended.
-    func leave(_ operation: any CancellableOperation) {
-        state.withLock { $0.leave(operation) }
-    }
-
-    /// Whether this scope is `scope` or one of its ancestors: its cancellation reaches `scope`.
-    func encloses(_ scope: ResourceScope) -> Bool {
-        var candidate: ResourceScope? = scope
-        while let current = candidate {
-            if current === self { return true }
-            candidate = current.parent
-        }
-        return false
+            task: TaskIdentity.current, parentNode: CancelTree.current)
     }
 
     /// Registers `resource` in this scope; it will be closed when the scope ends.
@@ -210,7 +186,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         ResourceHandle, CancellationReason?
     ) {
         let handle = try registry.register(
-            resource, kind: kind, label: label, scopePath: path, deadline: storedDeadline, owner: self)
+            resource, kind: kind, label: label, scopePath: path, deadline: storedDeadline)
         let rejection = state.withLock { $0.admit(handle) }
         return (handle, rejection)
     }
@@ -228,14 +204,6 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// if the handle is not one of this scope's live resources, or the scope is no longer open.
     package func release(_ handle: ResourceHandle) -> Bool {
         state.withLock { $0.release(handle) }
-    }
-
-    private func attachChild(_ child: ResourceScope) -> CancellationReason? {
-        state.withLock { $0.attach(child) }
-    }
-
-    private func detachChild(_ child: ResourceScope) {
-        state.withLock { $0.detach(child) }
     }
 
     /// Ends the scope: closes every resource, last acquired first, each shielded and bounded.
@@ -295,6 +263,39 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         if !finished {
             state.withLock { $0.endFinished() }
         }
-        parent?.detachChild(self)
+        parentNode?.detach(self)
+        if let parent, parent !== parentNode { parent.detach(self) }
     }
+}
+
+extension ResourceScope: CancelNode {
+    /// Cancels the scope as part of `pass` (Docs/Architecture.md, "The cancel tree"): marks it, then reaches, top
+    /// down, its resources (last acquired first: each resource's operations, its `cancel()`, its parts), its child
+    /// nodes and the waits parked on it. The stop hooks run, and the waits resume, when the pass finishes.
+    func reach(_ reason: CancellationReason, in pass: inout CancelPass) {
+        guard let work = state.withLock({ $0.cancel(reason) }) else { return }
+        for handle in work.handles.reversed() {
+            handle.cancel(reason, in: &pass)
+        }
+        work.members.children.forEach { $0.reach(reason, in: &pass) }
+        work.members.parked.forEach { $0.reach(reason, in: &pass) }
+    }
+
+    func park(_ wait: any CancellableOperation) -> CancelNodeMachine.Park {
+        state.withLock { $0.park(wait) }
+    }
+
+    func unpark(_ wait: any CancellableOperation) {
+        state.withLock { $0.unpark(wait) }
+    }
+
+    func attach(_ child: any CancelNode) -> CancelNodeMachine.Attach {
+        state.withLock { $0.attach(child, startsCancelledWhenClosed: child is ResourceScope) }
+    }
+
+    func detach(_ child: any CancelNode) {
+        state.withLock { $0.detach(child) }
+    }
+
+    var boundHandle: ResourceHandle? { nil }
 }

@@ -1,13 +1,13 @@
-/// A scope's state and decisions as a value: whether it is open, finishing or finished, why it was cancelled, the
-/// resources it owns, its children, the operations that borrow it and its deadline's timer. ``ResourceScope`` holds
-/// it under its lock (``InlineStateLock``), calls one method per event, and performs what comes back after
-/// releasing the lock: it cancels handles, children and borrowers, closes resources, cancels the timer. Tested
-/// without I/O (`ScopeStateMachineTests`).
+/// A scope's state and decisions as a value: whether it is open, finishing or finished, the resources it owns, its
+/// deadline's timer, and its place in the cancel tree (``CancelNodeMachine``: why it was cancelled, its child nodes,
+/// the waits parked on it). ``ResourceScope`` holds it under its lock (``InlineStateLock``), calls one method per
+/// event, and performs what comes back after releasing the lock: it cancels handles, children and parked waits,
+/// closes resources, cancels the timer. Tested without I/O (`ScopeStateMachineTests`).
 ///
-/// Rules it keeps: a cancel acts once (the first reason counts) and never on a finished scope; a borrower is
-/// cancelled by the scope's cancel exactly once (a cancel hands them all out); a resource, a child or a borrower
-/// that arrives after the cancel is refused or cancelled at once, with the scope's reason; once the scope is
-/// finishing nothing new is admitted.
+/// Rules it keeps: a cancel acts once (the first reason counts) and never on a finished scope; a member is reached by
+/// the scope's cancel exactly once (a cancel hands them all out); a resource, a child or a wait that arrives after the
+/// cancel is refused or cancelled at once, with the scope's reason; once the scope is finishing nothing new is
+/// admitted but the waits of its closes.
 ///
 /// Built with its memberwise initialiser, where the scope stores it (Docs/Decisions/0006).
 struct ScopeStateMachine {
@@ -18,44 +18,40 @@ struct ScopeStateMachine {
     }
 
     private(set) var phase: Phase = .open
-    private(set) var cancelReason: CancellationReason?
     private(set) var handles = HandleList()
-    private(set) var children = [ObjectIdentifier: ResourceScope]()
-    /// Operations of this scope's task on resources it does not own (they joined it).
-    private(set) var borrowers = IdentityTable<any CancellableOperation>()
+    /// The scope as a node of the cancel tree.
+    private(set) var node = CancelNodeMachine()
     private(set) var deadlineTimer: DeadlineTimerID?
+
+    var cancelReason: CancellationReason? { node.cancelReason }
 
     // MARK: Cancel
 
-    /// What a cancel does after the lock: the resources (last first), the children, the borrowers (who have
-    /// left the machine).
+    /// What a cancel does after the lock: the resources (last first), then the members (child nodes, parked waits),
+    /// which have left the machine.
     struct CancelWork {
         let handles: HandleList
-        let children: [ResourceScope]
-        let borrowers: IdentityTable<any CancellableOperation>
+        let members: CancelNodeMachine.Members
     }
 
     /// The scope is cancelled; `nil`: cancelled already, or finished.
     mutating func cancel(_ reason: CancellationReason) -> CancelWork? {
-        guard cancelReason == nil, phase != .finished else { return nil }
-        cancelReason = reason
-        defer { borrowers = IdentityTable() }
-        return CancelWork(handles: handles, children: Array(children.values), borrowers: borrowers)
+        guard let members = node.cancel(reason) else { return nil }
+        return CancelWork(handles: handles, members: members)
     }
 
-    // MARK: Borrowers
+    // MARK: Waits
 
-    /// An operation on a resource the scope does not own joins it. Returns the reason to cancel it with at once
-    /// (the scope was cancelled); a finished scope (an unstructured task that inherited it) takes nobody.
-    mutating func join(_ operation: any CancellableOperation) -> CancellationReason? {
-        if let cancelReason { return cancelReason }
-        if phase != .finished { borrowers.insert(operation) }
-        return nil
+    /// A wait of the scope's task (one it runs directly, or in a child task without a node of its own) parks on it.
+    /// A cancelled scope refuses it with the reason; a finished one (an unstructured task that inherited it) takes
+    /// nobody.
+    mutating func park(_ wait: any CancellableOperation) -> CancelNodeMachine.Park {
+        node.park(wait)
     }
 
-    /// The operation ended.
-    mutating func leave(_ operation: any CancellableOperation) {
-        borrowers.remove(operation)
+    /// The wait ended.
+    mutating func unpark(_ wait: any CancellableOperation) {
+        node.unpark(wait)
     }
 
     // MARK: Resources and children
@@ -77,17 +73,17 @@ struct ScopeStateMachine {
         return handles.remove(handle)
     }
 
-    /// A child scope starts. Returns the reason it starts cancelled with (the scope's; `.cancelled` once the scope
-    /// is no longer open, when it is not recorded).
-    mutating func attach(_ child: ResourceScope) -> CancellationReason? {
-        guard phase == .open else { return cancelReason ?? .cancelled }
-        children[ObjectIdentifier(child)] = child
-        return cancelReason
+    /// A child node (a scope or an operation begun in the scope's body) starts. A scope that is no longer open starts
+    /// a child scope cancelled (`.cancelled` unless it was cancelled), without recording it
+    /// (`startsCancelledWhenClosed`); an operation joins a finishing scope, and a finished one takes nobody.
+    mutating func attach(_ child: any CancelNode, startsCancelledWhenClosed: Bool) -> CancelNodeMachine.Attach {
+        if startsCancelledWhenClosed, phase != .open { return .cancelled(cancelReason ?? .cancelled) }
+        return node.attach(child)
     }
 
-    /// A child scope ended.
-    mutating func detach(_ child: ResourceScope) {
-        children.removeValue(forKey: ObjectIdentifier(child))
+    /// A child node ended.
+    mutating func detach(_ child: any CancelNode) {
+        node.detach(child)
     }
 
     /// The scope's own deadline's timer, armed after it was made.
@@ -99,7 +95,7 @@ struct ScopeStateMachine {
 
     /// What the scope's end starts with: every resource (in registration order), the timer to cancel, and whether
     /// the scope is finished already (every resource closes inline, so nothing can need its cancellation: the
-    /// resources and borrowers have left the machine) or only finishing.
+    /// resources and members have left the machine) or only finishing.
     struct EndWork {
         let handles: HandleList
         let timer: DeadlineTimerID?
@@ -117,7 +113,7 @@ struct ScopeStateMachine {
         // Moved out, not copied: a finished scope reads them no more.
         var taken = HandleList()
         swap(&taken, &handles)
-        if !borrowers.isEmpty { borrowers = IdentityTable() }
+        node.finish()
         return EndWork(handles: taken, timer: timer, finished: true)
     }
 
@@ -125,7 +121,7 @@ struct ScopeStateMachine {
     mutating func endFinished() {
         phase = .finished
         handles = HandleList()
-        borrowers = IdentityTable()
+        node.finish()
     }
 }
 

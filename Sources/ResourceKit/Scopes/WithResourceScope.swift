@@ -22,21 +22,35 @@ public func withResourceScope<Result>(
 ) async throws -> sending Result {
     let scope = ResourceScope.entered(label: label, deadline: deadline, registry: registry)
     let box = try await ResourceScope.$current.withValue(scope) {
-        try await withTaskCancellationHandler {
-            let result: Result
-            do {
-                result = try await body(scope)
-            } catch {
-                if let rest = scope.finishInline() { await scope.finish(rest) }
-                throw error
-            }
-            if let rest = scope.finishInline() { await scope.finish(rest) }
-            return SendingBox(result)
+        // One task-cancellation handler per task entry into the tree: a scope under a node of its own task is
+        // reached by that node's handler, in the tree's order (Docs/Architecture.md, "The cancel tree").
+        guard scope.isTaskEntry else { return try await runScopeBody(scope, body) }
+        return try await withTaskCancellationHandler {
+            try await runScopeBody(scope, body)
         } onCancel: {
             scope.taskCancelled()
         }
     }
     return box.take()
+}
+
+/// Runs a scope's body, then ends the scope (its resources closed, last acquired first), whether the body returned or
+/// threw.
+@inlinable
+func runScopeBody<Result>(
+    _ scope: ResourceScope,
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: (ResourceScope) async throws -> sending Result
+) async throws -> SendingBox<Result> {
+    let result: Result
+    do {
+        result = try await body(scope)
+    } catch {
+        if let rest = scope.finishInline() { await scope.finish(rest) }
+        throw error
+    }
+    if let rest = scope.finishInline() { await scope.finish(rest) }
+    return SendingBox(result)
 }
 
 /// Carries the body's `sending` result through `TaskLocal.withValue`, whose result is not `sending`.

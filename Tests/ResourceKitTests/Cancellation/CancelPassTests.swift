@@ -88,22 +88,29 @@ import Testing
         #expect(log.all == ["reached in start", "pass finishes", "wait", "after"])
     }
 
-    /// An operation runs its `onCancel` when it is reached and leaves its waits to the pass; a second reach does
-    /// nothing.
-    @Test func anOperationsHookRunsWhenReachedItsWaitsWithThePass() {
+    /// Reaching an operation marks it and its members and collects its `onCancel` before its children's (top down);
+    /// every hook runs only when the pass finishes, before the members of an adapter's own kind are cancelled; a
+    /// second reach does nothing (the walk of Docs/Architecture.md, "The cancel tree").
+    @Test func reachingAnOperationCollectsItsHookAboveItsChildrensAndRunsNone() {
         let log = Entries()
-        let operation = ResourceOperation(
-            onCancel: { _ in log.add("operation") }, deadline: nil, scope: nil, handle: nil, task: 0, taskScope: nil,
-            taskEnclosing: nil)
-        try? operation.start()
-        operation.add(OwnMember(log: log))
+        let outer = ResourceOperation(
+            onCancel: { _ in log.add("outer") }, deadline: nil, scope: nil, handle: nil, task: 0)
+        let inner = ResourceOperation(
+            onCancel: { _ in log.add("inner") }, deadline: nil, scope: nil, handle: nil, task: 0)
+        try? outer.start()
+        try? inner.start()
+        #expect(outer.attach(inner) == .attached)
+        #expect(inner.park(OwnMember(log: log)) == .parked)
         var pass = CancelPass()
-        operation.reach(.cancelled, in: &pass)
-        operation.reach(.cancelled, in: &pass)
-        #expect(log.all == ["operation"])
+        outer.reach(.cancelled, in: &pass)
+        outer.reach(.cancelled, in: &pass)
+        inner.reach(.cancelled, in: &pass)
+        #expect(log.all.isEmpty, "reaching runs no hook: the pass does")
         #expect(pass.pending == 1)
+        #expect(inner.park(OwnMember(log: log)) == .alreadyCancelled(.cancelled), "marked: a late wait is refused")
         pass.finish()
-        #expect(log.all == ["operation", "own member"])
-        #expect(operation.finish() == .cancelled)
+        #expect(log.all == ["outer", "inner", "own member"])
+        #expect(outer.finish() == .cancelled)
+        #expect(inner.finish() == .cancelled)
     }
 }

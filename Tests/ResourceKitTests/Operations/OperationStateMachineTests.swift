@@ -2,22 +2,18 @@ import Testing
 
 @testable import ResourceKit
 
-/// ``OperationStateMachine`` as a pure value: every event in every phase.
+/// ``OperationStateMachine`` as a pure value: every event in every phase. Its members are plain cells, never run.
 @Suite struct OperationStateMachineTests {
-    typealias Machine = OperationStateMachine<Int>
+    typealias Machine = OperationStateMachine
     let deadline = ContinuousClock.now
-    let a = ObjectIdentifier(Int.self)
-    let b = ObjectIdentifier(String.self)
 
     @Test func runsAndFinishesWithoutACancel() {
         var m = Machine()
         #expect(m.start() == .run)
-        guard case .tracked = m.add(1, id: a) else {
-            Issue.record("not tracked")
-            return
-        }
-        m.remove(id: a)
-        #expect(m.waiterCount == 0)
+        let wait = CancellationCell<Void>()
+        #expect(m.park(wait) == .parked)
+        m.unpark(wait)
+        #expect(m.node.memberCount == 0)
         #expect(m.finish() == nil)
         guard case .none = m.cancel(.cancelled) else {
             Issue.record("a cancel after the end acted")
@@ -35,17 +31,21 @@ import Testing
         #expect(m.phase == .finished)
     }
 
-    @Test func aCancelWhileRunningStopsEveryWaiterOnceWithTheFirstReason() {
+    @Test func aCancelWhileRunningHandsEveryMemberOutOnceWithTheFirstReason() {
         var m = Machine()
         _ = m.start()
-        _ = m.add(1, id: a)
-        _ = m.add(2, id: b)
-        guard case .stop(let reason, let waiters) = m.cancel(.deadlineExceeded(deadline)) else {
+        _ = m.park(CancellationCell<Void>())
+        _ = m.park(CancellationCell<Void>())
+        let child = ResourceOperation(onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 0)
+        #expect(m.attach(child) == .attached)
+        guard case .stop(let reason, let members) = m.cancel(.deadlineExceeded(deadline)) else {
             Issue.record("no stop")
             return
         }
         #expect(reason == .deadlineExceeded(deadline))
-        #expect(waiters.sorted() == [1, 2])
+        #expect(members.parked.count == 2)
+        #expect(members.children.count == 1)
+        #expect(m.node.memberCount == 0, "handed out by the cancel: reached once")
         guard case .none = m.cancel(.cancelled) else {
             Issue.record("a second cancel acted")
             return
@@ -53,24 +53,22 @@ import Testing
         #expect(m.finish() == .deadlineExceeded(deadline))
     }
 
-    @Test func aWaiterAddedAfterTheCancelIsCancelledAtOnce() {
+    @Test func aMemberAddedAfterTheCancelIsRefusedWithTheReason() {
         var m = Machine()
         _ = m.start()
         _ = m.cancel(.cancelled)
-        guard case .cancelNow(.cancelled) = m.add(1, id: a) else {
-            Issue.record("late waiter not cancelled")
-            return
-        }
-        #expect(m.waiterCount == 0)
+        #expect(m.park(CancellationCell<Void>()) == .alreadyCancelled(.cancelled))
+        let child = ResourceOperation(onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 0)
+        #expect(m.attach(child) == .cancelled(.cancelled))
+        #expect(m.node.memberCount == 0)
     }
 
-    @Test func aWaiterAddedAfterTheEndIsIgnored() {
+    @Test func aMemberAddedAfterTheEndIsNotTracked() {
         var m = Machine()
         _ = m.start()
         _ = m.finish()
-        guard case .ignored = m.add(1, id: a) else {
-            Issue.record("tracked after the end")
-            return
-        }
+        #expect(m.park(CancellationCell<Void>()) == .notTracked)
+        let child = ResourceOperation(onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 0)
+        #expect(m.attach(child) == .notTracked)
     }
 }

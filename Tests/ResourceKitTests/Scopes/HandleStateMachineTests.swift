@@ -12,9 +12,9 @@ import Testing
     }
 
     @Test func aCancelActsOnceWithTheFirstReasonAndOnlyOnALiveResource() {
-        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
+        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         let operation = CancellationCell<Void>()
-        guard case .tracked = machine.track(operation, within: nil) else {
+        guard case .tracked = machine.track(operation) else {
             Issue.record("a live resource tracks its operations")
             return
         }
@@ -25,29 +25,28 @@ import Testing
         #expect(cancelWork == nil, "the first reason counts")
         #expect(machine.cancelReason == .cancelled)
         // An operation that starts now is cancelled at once, with the resource's reason, and not tracked.
-        guard case .cancel(.cancelled) = machine.track(CancellationCell<Void>(), within: nil) else {
+        guard case .cancel(.cancelled) = machine.track(CancellationCell<Void>()) else {
             Issue.record("expected an immediate cancel")
             return
         }
         #expect(machine.operationCount == 1)
 
-        var closing = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
+        var closing = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         _ = closing.beginClose()
         let cancelWork2 = closing.cancel(.cancelled)
         #expect(cancelWork2 == nil, "a closing resource is torn down already")
-        guard case .cancel(.cancelled) = closing.track(CancellationCell<Void>(), within: nil) else {
+        guard case .cancel(.cancelled) = closing.track(CancellationCell<Void>()) else {
             Issue.record("an operation on a closing resource is cancelled at once")
             return
         }
     }
 
     @Test func aCloseTakesEveryOperationOverOnceAndLetsTheResourceGoOnce() {
-        let owner = Self.scope("owner")
-        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: owner)
+        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         let first = CancellationCell<Void>()
         let second = CancellationCell<Void>()
-        _ = machine.track(first, within: nil)
-        _ = machine.track(second, within: nil)
+        _ = machine.track(first)
+        _ = machine.track(second)
         let untracked = machine.untrack(first)
         #expect(untracked)
         let work = machine.beginClose()
@@ -68,8 +67,8 @@ import Testing
     }
 
     @Test func aSynchronouslyClosedResourceWithoutPartsClosesInline() {
-        var machine = HandleStateMachine(held: .synchronous(NoOpInlineResource()), deadline: nil, owner: nil)
-        _ = machine.track(CancellationCell<Void>(), within: nil)
+        var machine = HandleStateMachine(held: .synchronous(NoOpInlineResource()), deadline: nil)
+        _ = machine.track(CancellationCell<Void>())
         guard case .closeCancelling(_, let cancelling) = machine.closeInline() else {
             Issue.record("expected an inline close that cancels the running operation")
             return
@@ -81,34 +80,25 @@ import Testing
         #expect(inlineClose.isAlreadyClosed)
 
         // A general resource, or one with parts, needs the asynchronous close: nothing changes.
-        var general = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
+        var general = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         let inlineClose2 = general.closeInline()
         #expect(inlineClose2.isNotInline)
         #expect(general.phase == .live)
-        var withParts = HandleStateMachine(held: .synchronous(NoOpInlineResource()), deadline: nil, owner: nil)
+        var withParts = HandleStateMachine(held: .synchronous(NoOpInlineResource()), deadline: nil)
         _ = withParts.parts(making: { _ in Self.scope("parts") })
         let inlineClose3 = withParts.closeInline()
         #expect(inlineClose3.isNotInline)
         #expect(withParts.resource != nil)
     }
 
-    @Test func theOwnersCancellationReachesAnOperationInItOrInAScopeAroundIt() {
-        let outer = Self.scope("outer")
-        let owner = Self.scope("owner", parent: outer)
-        let elsewhere = Self.scope("elsewhere")
-        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: owner)
-        for (scope, reached) in [(owner, true), (outer, true), (elsewhere, false)] {
-            guard case .tracked(let through) = machine.track(CancellationCell<Void>(), within: scope) else {
-                Issue.record("expected tracked")
-                return
-            }
-            #expect(through == reached, "\(scope.path)")
-        }
-        // Adopted: no owner, no deadline; then nothing reaches an operation through it.
+    @Test func adoptionDropsTheDeadlineOfALiveUncancelledResourceOnly() {
+        var machine = HandleStateMachine(
+            held: .general(NoOpResource()), deadline: StoredInstant(ContinuousClock.now + .seconds(5)))
         let detached = machine.detachFromScope()
         #expect(detached)
-        guard case .tracked(false) = machine.track(CancellationCell<Void>(), within: owner) else {
-            Issue.record("expected tracked, not reached through an owner")
+        #expect(machine.deadline == nil)
+        guard case .tracked = machine.track(CancellationCell<Void>()) else {
+            Issue.record("expected tracked")
             return
         }
         _ = machine.cancel(.cancelled)
@@ -118,7 +108,7 @@ import Testing
 
     @Test func partsAreMadeOnceWithTheDeadlineAndBornCancelledOnAResourceThatIsNotLive() {
         let deadline = StoredInstant(ContinuousClock.now + .seconds(5))
-        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: deadline, owner: nil)
+        var machine = HandleStateMachine(held: .general(NoOpResource()), deadline: deadline)
         var given: StoredInstant?
         let (parts, cancelWith) = machine.parts(making: { deadline in
             given = deadline
@@ -132,25 +122,25 @@ import Testing
         })
         #expect(again === parts)
 
-        var cancelled = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
+        var cancelled = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         _ = cancelled.cancel(.deadlineExceeded(deadline.instant))
         let made = cancelled.parts(making: { _ in Self.scope("p") })
         #expect(made.cancelWith == .deadlineExceeded(deadline.instant))
-        var closing = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
+        var closing = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         _ = closing.beginClose()
         let made2 = closing.parts(making: { _ in Self.scope("p") })
         #expect(made2.cancelWith == .cancelled)
     }
 
     @Test func aHandleDroppedLiveGivesItsResourceUpOnceAndARefusedDuplicateOwnsNothing() {
-        var dropped = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
+        var dropped = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         let abandoned = dropped.abandon()
         #expect(abandoned != nil)
         let abandoned2 = dropped.abandon()
         #expect(abandoned2 == nil)
         #expect(dropped.phase == .closed)
 
-        var duplicate = HandleStateMachine(held: .general(NoOpResource()), deadline: nil, owner: nil)
+        var duplicate = HandleStateMachine(held: .general(NoOpResource()), deadline: nil)
         duplicate.rejectDuplicate()
         #expect(duplicate.resource == nil)
         let abandoned3 = duplicate.abandon()

@@ -12,26 +12,26 @@ import Testing
     func handle(inline: Bool = false) throws -> ResourceHandle {
         let resource: RegisteredResource = inline ? .synchronous(NoOpInlineResource()) : .general(NoOpResource())
         return try registry.register(
-            resource, kind: ResourceKind(name: "test.machine"), label: "r", scopePath: "", deadline: nil, owner: nil)
+            resource, kind: ResourceKind(name: "test.machine"), label: "r", scopePath: "", deadline: nil)
     }
 
     static func scope(_ label: String) -> ResourceScope {
         ResourceScope(label: label, parent: nil, deadline: nil, registry: ResourceRegistry(), armsDeadline: false)
     }
 
-    @Test func aCancelActsOnceAndHandsEveryBorrowerOutOnce() async throws {
+    @Test func aCancelActsOnceAndHandsEveryMemberOutOnce() async throws {
         var machine = ScopeStateMachine()
         let resource = try handle()
         #expect(machine.admit(resource) == nil)
-        #expect(machine.attach(Self.scope("child")) == nil)
-        let borrower = CancellationCell<Void>()
-        #expect(machine.join(borrower) == nil)
+        #expect(machine.attach(Self.scope("child"), startsCancelledWhenClosed: true) == .attached)
+        let wait = CancellationCell<Void>()
+        #expect(machine.park(wait) == .parked)
 
         let work = machine.cancel(.cancelled)
         #expect(work?.handles.count == 1)
-        #expect(work?.children.count == 1)
-        #expect(work?.borrowers.count == 1)
-        #expect(machine.borrowers.isEmpty, "handed out by the cancel: cancelled once")
+        #expect(work?.members.children.count == 1)
+        #expect(work?.members.parked.count == 1)
+        #expect(machine.node.memberCount == 0, "handed out by the cancel: reached once")
         let again = machine.cancel(.deadlineExceeded(.now))
         #expect(again == nil, "the first reason counts")
         #expect(machine.cancelReason == .cancelled)
@@ -45,14 +45,14 @@ import Testing
         let late = try handle()
         let refusal = machine.admit(late)
         #expect(refusal == .deadlineExceeded(deadline))
-        let joined = machine.join(CancellationCell<Void>())
-        #expect(joined == .deadlineExceeded(deadline))
-        let child = machine.attach(Self.scope("child"))
-        #expect(child == .deadlineExceeded(deadline))
+        let parked = machine.park(CancellationCell<Void>())
+        #expect(parked == .alreadyCancelled(.deadlineExceeded(deadline)))
+        let child = machine.attach(Self.scope("child"), startsCancelledWhenClosed: true)
+        #expect(child == .cancelled(.deadlineExceeded(deadline)))
         let released = machine.release(late)
         #expect(!released, "a cancelled scope gives nothing up")
         #expect(machine.handles.isEmpty)
-        #expect(machine.borrowers.isEmpty)
+        #expect(machine.node.memberCount == 0)
         await late.close()
     }
 
@@ -60,20 +60,22 @@ import Testing
         var machine = ScopeStateMachine()
         let resource = try handle(inline: true)
         _ = machine.admit(resource)
-        _ = machine.join(CancellationCell<Void>())
+        _ = machine.park(CancellationCell<Void>())
         let end = machine.beginEnd()
         #expect(end.finished)
         #expect(end.handles.count == 1)
         #expect(machine.phase == .finished)
         #expect(machine.handles.isEmpty)
-        #expect(machine.borrowers.isEmpty)
-        // Finished: a registration is refused, a borrower is not kept, a cancel does nothing.
+        #expect(machine.node.memberCount == 0)
+        // Finished: a registration is refused, a child scope starts cancelled, a wait or an operation is not kept,
+        // a cancel does nothing.
         let late = try handle()
         let refusal = machine.admit(late)
         #expect(refusal == .cancelled)
-        let joined = machine.join(CancellationCell<Void>())
-        #expect(joined == nil)
-        #expect(machine.borrowers.isEmpty)
+        #expect(machine.park(CancellationCell<Void>()) == .notTracked)
+        #expect(machine.attach(Self.scope("late"), startsCancelledWhenClosed: true) == .cancelled(.cancelled))
+        #expect(machine.attach(Self.scope("late"), startsCancelledWhenClosed: false) == .notTracked)
+        #expect(machine.node.memberCount == 0)
         let cancel = machine.cancel(.cancelled)
         #expect(cancel == nil)
         await resource.close()
@@ -110,9 +112,9 @@ import Testing
         #expect(!twice)
         #expect(machine.handles.count == 1)
         let child = Self.scope("child")
-        _ = machine.attach(child)
+        _ = machine.attach(child, startsCancelledWhenClosed: true)
         machine.detach(child)
-        #expect(machine.children.isEmpty)
+        #expect(machine.node.memberCount == 0)
         await kept.close()
         await adopted.close()
     }
