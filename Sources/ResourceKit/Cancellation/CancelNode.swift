@@ -1,4 +1,5 @@
 import CSystemShims
+import Synchronization
 
 /// A node of the cancel tree (Docs/Architecture.md, "The cancel tree"): a scope or an operation. A node's parent is
 /// the node its body began in (the innermost node of the task that started it, which for a child task's first node is
@@ -31,11 +32,32 @@ protocol CancelNode: AnyObject, Sendable {
 /// The cancel tree as one task sees it.
 enum CancelTree {
     /// The calling task's innermost node: its innermost operation when that began in its innermost scope, else the
-    /// scope (an operation records the scope it began in). Two task-local reads.
+    /// scope (an operation records the scope it began in).
+    ///
+    /// The operation's task-local is read only when an operation that began in that scope (or in no scope) runs
+    /// now, anywhere: a task-local that is not bound is looked up along the task's whole chain of task-locals, and
+    /// every scope's start would pay that miss (Benchmarks/History.md, 2026-12-06). An operation counts itself before
+    /// its body runs and uncounts itself after, on its own task, so one that is innermost here is always counted.
     static var current: (any CancelNode)? {
         let scope = ResourceScope.current
-        if let operation = ResourceOperation.current, operation.scope === scope { return operation }
-        return scope
+        let operations =
+            scope?.operationsInBody.load(ordering: .relaxed) ?? operationsOutsideScopes.load(ordering: .relaxed)
+        guard operations > 0, let operation = ResourceOperation.current, operation.scope === scope else {
+            return scope
+        }
+        return operation
+    }
+
+    /// Operations running now that began in no scope (``current``).
+    static let operationsOutsideScopes = Atomic<Int>(0)
+
+    /// An operation that began in `scope` starts (`1`) or ends (`-1`): see ``current``.
+    static func count(operationIn scope: ResourceScope?, by delta: Int) {
+        if let scope {
+            scope.operationsInBody.add(delta, ordering: .relaxed)
+        } else {
+            operationsOutsideScopes.add(delta, ordering: .relaxed)
+        }
     }
 
     /// Whether a node (or wait) that begins under `parent` on the calling task is its task's entry into the tree,

@@ -49,6 +49,7 @@ package struct CancellationLinks: Sendable {
         parent: (any CancelNode)?,
         deadline: ContinuousClock.Instant?
     ) -> CancellationLinks {
+        CancelTree.count(operationIn: operation.scope, by: 1)
         let throughOperation = track(operation, on: handle, node: parent)
         var childOf: (any CancelNode)?
         if let parent {
@@ -90,6 +91,7 @@ package struct CancellationLinks: Sendable {
     func leave(_ operation: ResourceOperation, handle: ResourceHandle?) {
         leaveHandle(operation, handle: handle)
         node?.detach(operation)
+        CancelTree.count(operationIn: operation.scope, by: -1)
     }
 
     private func leaveHandle(_ member: any CancellableOperation, handle: ResourceHandle?) {

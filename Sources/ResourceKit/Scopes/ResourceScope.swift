@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A lifetime for resources, bound to the task that runs ``withResourceScope(_:deadline:registry:isolation:_:)``.
 ///
 /// Resources registered in a scope are closed last-acquired-first when the scope's body returns, throws or
@@ -49,6 +51,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// The scope's state and decisions (``ScopeStateMachine``), held inline: see ``InlineStateLock``. Every method
     /// below makes one decision under this lock and acts after it.
     private let state = InlineStateLock(ScopeStateMachine())
+    /// Operations running now that began with this scope as their task's innermost (``CancelTree/current`` reads the
+    /// operation's task-local only when there are some).
+    let operationsInBody = Atomic<Int>(0)
 
     init(
         label: String, parent: ResourceScope?, deadline ownDeadline: ContinuousClock.Instant?,
