@@ -38,8 +38,10 @@ enum CancelTree {
     /// now, anywhere: a task-local that is not bound is looked up along the task's whole chain of task-locals, and
     /// every scope's start would pay that miss (Benchmarks/History.md, 2026-12-06). An operation counts itself before
     /// its body runs and uncounts itself after, on its own task, so one that is innermost here is always counted.
-    static var current: (any CancelNode)? {
-        let scope = ResourceScope.current
+    static var current: (any CancelNode)? { innermost(in: ResourceScope.current) }
+
+    /// ``current`` for a caller that has read the task's innermost scope already (it is `scope`).
+    static func innermost(in scope: ResourceScope?) -> (any CancelNode)? {
         let operations =
             scope?.operationsInBody.load(ordering: .relaxed) ?? operationsOutsideScopes.load(ordering: .relaxed)
         guard operations > 0, let operation = ResourceOperation.current, operation.scope === scope else {
@@ -183,10 +185,11 @@ struct CancelNodeMachine: Sendable {
 enum TaskIdentity {
     static var current: UInt { UInt(rk_current_task()) }
 }
-/// Runs `body` outside the cancel tree, as work that belongs to no scope and no operation of the calling task: background work a resource
-/// owns (a reader loop, a cleanup after a cancelled query, a close). Unstructured tasks inherit task-locals, so
-/// a `Task { }` started while a request runs would otherwise borrow the request's scope, and the request's
-/// deadline would cancel the resource's own work.
+
+/// Runs `body` outside the cancel tree, as work that belongs to no scope and no operation of the calling task:
+/// background work a resource owns (a reader loop, a cleanup after a cancelled query, a close). Unstructured tasks
+/// inherit task-locals, so a `Task { }` started while a request runs would otherwise borrow the request's scope, and
+/// the request's deadline would cancel the resource's own work.
 ///
 /// ```swift
 /// Task { await withoutResourceScope { await connection.drainLateReply() } }

@@ -85,8 +85,8 @@ extension ResourceOperation {
         try Task.checkCancellation()
         if let deadline, deadline <= .now { throw DeadlineExceededError(deadline: deadline) }
 
-        let parent = CancelTree.current
         let scope = ResourceScope.current
+        let parent = CancelTree.innermost(in: scope)
         let operation = ResourceOperation(
             onCancel: onCancel,
             deadline: Deadlines.earliest(

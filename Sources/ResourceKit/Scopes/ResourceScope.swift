@@ -143,9 +143,10 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     static func entered(
         label: String, deadline: ContinuousClock.Instant?, registry: ResourceRegistry?
     ) -> ResourceScope {
-        ResourceScope(
-            label: label, parent: ResourceScope.current, deadline: deadline, registry: registry,
-            task: TaskIdentity.current, parentNode: CancelTree.current)
+        let parent = ResourceScope.current
+        return ResourceScope(
+            label: label, parent: parent, deadline: deadline, registry: registry,
+            task: TaskIdentity.current, parentNode: CancelTree.innermost(in: parent))
     }
 
     /// Registers `resource` in this scope; it will be closed when the scope ends.
