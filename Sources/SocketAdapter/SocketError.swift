@@ -36,6 +36,8 @@ public struct SocketError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let resolutionFailed = Code("resolutionFailed")
         /// The address or port is malformed; nothing was sent.
         public static let invalidAddress = Code("invalidAddress")
+        /// The process or the system is out of descriptors (`EMFILE`, `ENFILE`).
+        public static let descriptorsExhausted = Code("descriptorsExhausted")
         /// Any other `errno`; see ``errno``.
         public static let other = Code("other")
 
@@ -66,6 +68,7 @@ public struct SocketError: Error, Sendable, Hashable, CustomStringConvertible {
         case EADDRINUSE: code = .addressInUse
         case EADDRNOTAVAIL: code = .addressNotAvailable
         case EPIPE: code = .brokenPipe
+        case EMFILE, ENFILE: code = .descriptorsExhausted
         default: code = .other
         }
         return SocketError(code, call: call, errno: errno)

@@ -9,7 +9,9 @@ import Glibc
 ///
 /// Cancellation: ``accept(in:reactor:)`` blocked on an idle listener resumes immediately with `CancellationError` when
 /// its task, the listener's scope or the listener is cancelled; cancelling the listener also shuts it down.
-/// Accepted connections belong to the scope passed to ``accept(in:reactor:)``.
+/// Accepted connections belong to the scope passed to ``accept(in:reactor:)``. A server that gives each connection a
+/// scope of its own, with backpressure and a backoff when descriptors run out, uses
+/// ``SocketServer/serve(_:configuration:handler:)`` instead.
 public final class SocketListener: SynchronouslyClosedResource, CustomStringConvertible {
     /// The resource kind of listeners.
     public static let kind = ResourceKind(name: "socket.listener", closeTimeout: .seconds(2))
@@ -114,6 +116,32 @@ public final class SocketListener: SynchronouslyClosedResource, CustomStringConv
         _ = try await connection.register(in: scope, label: "accepted")
         if localAddress.family != .unix { connection.setNoDelay(true) }
         return connection
+    }
+
+    /// What one accept of ``SocketServer``'s loop gave.
+    enum AcceptOutcome: Sendable {
+        /// A connection, owned by nobody yet: the caller registers it in a scope at once.
+        case accepted(Int32)
+        /// Out of descriptors or kernel memory: the loop backs off (``AcceptBackoff``).
+        case exhausted(SocketError)
+    }
+
+    /// Waits for the next connection and returns its descriptor, or the lack of descriptors or memory that kept it in
+    /// the queue: a listener stays readable then, and waiting again at once would spin.
+    ///
+    /// Cancellation: as ``accept(in:reactor:)``.
+    func acceptDescriptor() async throws -> AcceptOutcome {
+        try await descriptor.perform(.readable, boundTo: registration.handle) { listening -> AcceptOutcome? in
+            do {
+                return try Syscall.acceptNonBlocking(listening).map { .accepted($0) }
+            } catch let error as SystemError where [ECONNABORTED, EPROTO, EPERM].contains(error.errno) {
+                return nil  // one connection failed in the queue (or a firewall refused it): wait for the next one
+            } catch let error as SystemError where [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(error.errno) {
+                return .exhausted(SocketError.from(errno: error.errno, call: "accept"))
+            } catch let error as SystemError {
+                throw SocketError.from(errno: error.errno, call: "accept")
+            }
+        }
     }
 
     /// Shuts the listener down (wakes nothing by itself: ResourceKit already resumed blocked accepts).

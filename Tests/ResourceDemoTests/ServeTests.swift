@@ -85,6 +85,62 @@ import Testing
         #expect(try await server.exitStatus() == 130)
     }
 
+    /// Out of descriptors (`ulimit -n 80`, 150 clients connecting), the server neither spins nor dies: it reports
+    /// the pause once, stays under half a core, still answers the clients it accepted, and accepts again once they
+    /// leave. With `--metrics` too (the second accept loop, and libdispatch's monitor that traps without
+    /// descriptors).
+    @Test(arguments: [[String](), ["--metrics", "127.0.0.1:0"]])
+    func outOfDescriptorsTheServerBacksOffAndServesAgain(extra: [String]) async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let server = try DemoProcess(
+            ["-c", "ulimit -n 80 && exec \"$0\" \"$@\"", DemoProcess.binary]
+                + ["serve", "--listen", "127.0.0.1:0", "--postgres", conninfo] + extra,
+            executable: "/bin/sh")
+        let port = try #require(
+            Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
+        try await withResourceScope(
+            "clients", deadline: .now + TimingBound.singleShot * 3, registry: ResourceRegistry()
+        ) { scope in
+            try await withResourceScope("crowd") { crowd in
+                var clients: [SocketConnection] = []
+                for _ in 0..<150 {
+                    clients.append(try await SocketConnection.connect(host: "127.0.0.1", port: port, in: crowd))
+                }
+                _ = try await server.line(containing: "accept paused")
+                // Time is the subject here: the server's CPU over one second of the pause.
+                let before = try Self.cpuSeconds(of: server.pid)
+                try await Task.sleep(for: .seconds(1))
+                let used = try Self.cpuSeconds(of: server.pid) - before
+                #expect(used < 0.5, "the paused server used \(used) s of CPU in 1 s")
+                // Its accept loop left descriptors to the rest of the process (its reserve, handed back).
+                let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/fd").count
+                #expect(open <= 80 - 8, "\(open) of 80 descriptors open while paused")
+                // The first client was accepted before the descriptors ran out: it is still served.
+                try await clients[0].write("PING\n")
+                #expect(try await clients[0].readLine() == "PONG")
+            }
+            // The crowd left (its scope closed every client): the server accepts again.
+            _ = try await server.line(containing: "accept resumed")
+            let next = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
+            try await next.write("PING\n")
+            #expect(try await next.readLine() == "PONG")
+        }
+        let lines =
+            server.standardOutput.split(separator: "\n").count + server.standardError.split(separator: "\n").count
+        #expect(lines <= 100, "\(lines) lines of output")
+        server.signal(SIGINT)
+        #expect(try await server.exitStatus() == 130)
+    }
+
+    /// User and system CPU time of process `pid` so far, in seconds (`/proc/PID/stat`).
+    static func cpuSeconds(of pid: Int32) throws -> Double {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        // Fields after the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+        let fields = stat[stat.index(after: try #require(stat.lastIndex(of: ")")))...].split(separator: " ")
+        let ticks = (Double(fields[11]) ?? 0) + (Double(fields[12]) ?? 0)
+        return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     static func sleepingBackend(observer: PostgresConnection, application: String) async throws -> Int32 {
         let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(10))
         var pid: Int32?

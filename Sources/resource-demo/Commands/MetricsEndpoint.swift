@@ -83,58 +83,39 @@ enum MetricsEndpoint {
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 
-    /// Accepts until cancelled (the `serve` scope ends).
-    static func run(_ listener: SocketListener, registry: ResourceRegistry) async throws {
+    /// Accepts until cancelled (the `serve` scope ends), telling `onEvent` when accepting pauses and resumes.
+    static func run(
+        _ listener: SocketListener, registry: ResourceRegistry,
+        onEvent: @escaping @Sendable (SocketServer.Event) -> Void
+    ) async throws {
         let clients = Locked(0)
-        try await withThrowingDiscardingTaskGroup { group in
-            while true {
-                let accepted = OneShotEvent()
-                group.addTask {
-                    do {
-                        try await withResourceScope("metrics.client") { scope in
-                            let connection: SocketConnection
-                            do {
-                                connection = try await listener.accept(in: scope)
-                            } catch {
-                                accepted.set()
-                                throw error
-                            }
-                            accepted.set()
-                            let admitted = clients.withLock { count -> Bool in
-                                guard count < maxClients else { return false }
-                                count += 1
-                                return true
-                            }
-                            defer { if admitted { clients.withLock { $0 -= 1 } } }
-                            // The client's time starts now (not while the acceptor waited): past it, the scope
-                            // is cancelled and its connection torn down, whatever the client is doing.
-                            try await withThrowingTaskGroup(of: Void.self) { watchdog in
-                                watchdog.addTask {
-                                    try await Task.sleep(for: requestDeadline)
-                                    scope.cancel()
-                                }
-                                let reply =
-                                    admitted
-                                    ? try await answer(connection, registry: registry)
-                                    : """
-                                    HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: \
-                                    close\r\n\r\n
-                                    """
-                                if let reply {
-                                    try await connection.write(reply)
-                                    try await lingeringClose(connection)
-                                }
-                                watchdog.cancelAll()
-                            }
-                        }
-                    } catch is CancellationError {
-                    } catch is SocketError {
-                        // The client went away.
-                    } catch is ByteStreamError {
-                        // Malformed framing (answered where possible).
-                    }
+        try await SocketServer.serve(listener, configuration: .init(onEvent: onEvent)) { connection, scope in
+            let admitted = clients.withLock { count -> Bool in
+                guard count < maxClients else { return false }
+                count += 1
+                return true
+            }
+            defer { if admitted { clients.withLock { $0 -= 1 } } }
+            // The client's time starts at its accept: past it, the scope is cancelled and its connection torn down,
+            // whatever the client is doing. An error ends this client only (the client went away, or framing was
+            // malformed and answered where possible).
+            try await withThrowingTaskGroup(of: Void.self) { watchdog in
+                watchdog.addTask {
+                    try await Task.sleep(for: requestDeadline)
+                    scope.cancel()
                 }
-                try await accepted.wait()
+                let reply =
+                    admitted
+                    ? try await answer(connection, registry: registry)
+                    : """
+                    HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: \
+                    close\r\n\r\n
+                    """
+                if let reply {
+                    try await connection.write(reply)
+                    try await lingeringClose(connection)
+                }
+                watchdog.cancelAll()
             }
         }
     }

@@ -73,46 +73,28 @@ enum ServeCommand: Sendable {
                 metricsListener = bound
             }
             let clients = Locked(0)
+            // Out of descriptors, accepting pauses and resumes: one line each, never a line per failed accept.
+            let report: @Sendable (SocketServer.Event) -> Void = { Console.line("resource-demo serve: \($0)") }
             try await withThrowingDiscardingTaskGroup { group in
                 if let metricsListener {
-                    group.addTask { try await MetricsEndpoint.run(metricsListener, registry: .shared) }
+                    group.addTask { try await MetricsEndpoint.run(metricsListener, registry: .shared, onEvent: report) }
                 }
-                while true {
-                    // One acceptor at a time, each in the scope of the client it accepts (and, with --reactors, on
-                    // the next reactor in turn, where the client's socket waits too).
-                    let accepted = OneShotEvent()
-                    let reactor = reactors?.next()
-                    group.addTask(executorPreference: reactor) {
-                        do {
-                            try await withResourceScope("client") { clientScope in
-                                let connection: SocketConnection
-                                do {
-                                    connection = try await listener.accept(in: clientScope, reactor: reactor)
-                                } catch {
-                                    accepted.set()
-                                    throw error
-                                }
-                                accepted.set()
-                                let admitted = clients.withLock { count -> Bool in
-                                    guard count < configuration.maxConnections else { return false }
-                                    count += 1
-                                    return true
-                                }
-                                guard admitted else {
-                                    // Best effort: the refused client may be gone, or the server stopping.
-                                    try? await connection.write("ERR busy\n")
-                                    return
-                                }
-                                defer { clients.withLock { $0 -= 1 } }
-                                await ClientSession(connection: connection, pool: pool).run()
-                            }
-                        } catch is CancellationError {
-                        } catch let error as SocketError {
-                            Console.error("resource-demo serve: accept failed: \(error)")
-                        }
+                // Each client in a scope of its own from its accept on (and, with --reactors, on the next reactor in
+                // turn, where its socket waits too).
+                let server = SocketServer.Configuration(reactors: reactors, onEvent: report)
+                try await SocketServer.serve(listener, configuration: server) { connection, _ in
+                    let admitted = clients.withLock { count -> Bool in
+                        guard count < configuration.maxConnections else { return false }
+                        count += 1
+                        return true
                     }
-                    try await accepted.wait()
-                    try scope.checkCancellation()
+                    guard admitted else {
+                        // Best effort: the refused client may be gone, or the server stopping.
+                        try? await connection.write("ERR busy\n")
+                        return
+                    }
+                    defer { clients.withLock { $0 -= 1 } }
+                    await ClientSession(connection: connection, pool: pool).run()
                 }
             }
         }
