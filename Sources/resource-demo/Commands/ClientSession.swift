@@ -3,8 +3,8 @@ import ResourceKit
 import ResourceKitIO
 import SocketAdapter
 
-/// One `serve` client: a reader task that frames lines and notices the disconnect, and an executor task
-/// that runs the commands in order. When the reader sees EOF or a reset, the executor (and the query it
+/// One `serve` client, run by `RequestSession`: its commands are read ahead and answered in order, each in a request
+/// scope; when the client disconnects (end of input or a reset) while a command runs, that command (and the query it
 /// runs) is cancelled at once.
 struct ClientSession: Sendable {
     let connection: SocketConnection
@@ -14,78 +14,20 @@ struct ClientSession: Sendable {
     /// Commands a client may send ahead of the answers; past this the connection is closed.
     static let maxPipelined = 64
 
-    enum Item: Sendable {
-        case line(String)
-        case tooLong
-        case tooManyPipelined
-    }
-
-    /// The client went away (EOF or reset) while the session ran.
-    struct Disconnected: Error {}
-
-    private enum Finished: Sendable { case reader, executor }
-
     func run() async {
-        let (items, continuation) = AsyncStream<Item>.makeStream()
-        let pending = Locked(0)
         do {
-            try await withThrowingTaskGroup(of: Finished.self) { group in
-                group.addTask {
-                    defer { continuation.finish() }
-                    try await readLines(into: continuation, pending: pending)
-                    return .reader
-                }
-                group.addTask {
-                    try await execute(items, pending: pending)
-                    return .executor
-                }
-                while let finished = try await group.next() {
-                    if finished == .executor { group.cancelAll() }
-                }
+            let ending = try await RequestSession.run(on: connection, maxAhead: Self.maxPipelined) {
+                try await $0.readLine(maxLength: Self.maxLine)
+            } handle: { line, _ in
+                try await answer(line)
             }
-        } catch is Disconnected {
-            // Cancelled the running command (if any) at once; nothing to answer.
+            if ending == .tooManyAhead {
+                try await connection.write("ERR too many commands ahead of their answers\n")
+            }
+        } catch let error as ByteStreamError where error.code == .lineTooLong {
+            try? await connection.write("ERR line too long\n")
         } catch {
             // Cancelled (server shutdown) or the socket failed while answering: the scope closes it.
-        }
-    }
-
-    private func readLines(into continuation: AsyncStream<Item>.Continuation, pending: Locked<Int>) async throws {
-        while true {
-            let line: String?
-            do {
-                line = try await connection.readLine(maxLength: Self.maxLine)
-            } catch let error as ByteStreamError where error.code == .lineTooLong {
-                continuation.yield(.tooLong)
-                return
-            } catch is SocketError {
-                throw Disconnected()
-            }
-            guard let line else { throw Disconnected() }
-            if pending.withLock({
-                $0 += 1
-                return $0
-            }) > Self.maxPipelined {
-                continuation.yield(.tooManyPipelined)
-                return
-            }
-            continuation.yield(.line(line))
-        }
-    }
-
-    private func execute(_ items: AsyncStream<Item>, pending: Locked<Int>) async throws {
-        for await item in items {
-            switch item {
-            case .tooLong:
-                try await connection.write("ERR line too long\n")
-                return
-            case .tooManyPipelined:
-                try await connection.write("ERR too many commands ahead of their answers\n")
-                return
-            case .line(let line):
-                pending.withLock { $0 -= 1 }
-                guard try await answer(line) else { return }
-            }
         }
     }
 
