@@ -185,3 +185,30 @@ int rk_spawn(const char *path, char *const argv[], char *const envp[], const int
     *pid = child;
     return 0;
 }
+
+/* Signals turned into eventfd writes (rk_signal_to_eventfd): the eventfd per signal, plus one (0: none). */
+static int rk_signal_eventfds[65];
+
+static void rk_signal_to_eventfd_handler(int signal) {
+    int saved = errno;
+    int fd = __atomic_load_n(&rk_signal_eventfds[signal], __ATOMIC_ACQUIRE) - 1;
+    if (fd >= 0) {
+        uint64_t one = 1;
+        (void)!write(fd, &one, sizeof one);
+    }
+    errno = saved;
+}
+
+int rk_signal_to_eventfd(int signal, int fd) {
+    if (signal < 1 || signal > 64) {
+        errno = EINVAL;
+        return -1;
+    }
+    __atomic_store_n(&rk_signal_eventfds[signal], fd + 1, __ATOMIC_RELEASE);
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = rk_signal_to_eventfd_handler;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    return sigaction(signal, &action, NULL);
+}

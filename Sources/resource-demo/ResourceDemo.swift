@@ -6,7 +6,8 @@ import ResourceKit
 /// `resource-demo`: the tour, one command per resource kind, a server, and an entry to the benchmark.
 ///
 /// Exit status: 0 success (also a run that `--cancel-after` cancelled as asked); 1 a failure; 2 a usage
-/// error; 130 on SIGINT and 143 on SIGTERM, after every resource was torn down and the embedded Postgres
+/// error; 130 on SIGINT and 143 on SIGTERM (`serve` shuts down gracefully and exits 0), after every resource was
+/// torn down and the embedded Postgres
 /// stopped.
 @main
 struct ResourceDemo {

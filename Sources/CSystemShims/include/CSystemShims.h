@@ -26,6 +26,10 @@ int rk_eventfd_signal(int fd);
 /// Resets the counter to zero; returns 0 (also when it was already zero) or -1 with errno.
 int rk_eventfd_drain(int fd);
 
+/// From now on `signal` (1...64) adds 1 to eventfd `fd` (a handler that only writes, async-signal-safe, with
+/// SA_RESTART), instead of its default action; `fd` -1: the signal is received and dropped. Returns 0 or -1 (errno).
+int rk_signal_to_eventfd(int signal, int fd);
+
 /// The calling thread's errno.
 int rk_errno(void);
 

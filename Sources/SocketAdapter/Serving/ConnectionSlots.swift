@@ -8,6 +8,8 @@ import ResourceKit
 final class ConnectionSlots: Sendable {
     private struct State: Sendable {
         var active = 0
+        /// The server stops accepting (its shutdown began): no slot is handed out any more.
+        var stopped = false
         /// The accept loop, waiting for a slot or pausing.
         var waiter: CancellationCell<Void>?
     }
@@ -22,21 +24,22 @@ final class ConnectionSlots: Sendable {
     /// Connections running now.
     var active: Int { state.withLock { $0.active } }
 
-    /// Takes a slot, waiting while `limit` connections run.
+    /// Takes a slot, waiting while `limit` connections run; `false` once ``stop()`` was called (no slot taken).
     ///
     /// Cancellation: throws `CancellationError` (or the scope's reason) at once; no slot is taken then.
-    func take() async throws {
+    func take() async throws -> Bool {
         while true {
             let cell = CancellationCell<Void>()
-            let taken = state.withLock { state -> Bool in
+            let taken = state.withLock { state -> Bool? in
+                if state.stopped { return false }
                 if let limit, state.active >= limit {
                     state.waiter = cell
-                    return false
+                    return nil
                 }
                 state.active += 1
                 return true
             }
-            if taken { return }
+            if let taken { return taken }
             do {
                 try await cell.run { _ in }
             } catch {
@@ -55,6 +58,16 @@ final class ConnectionSlots: Sendable {
         waiter?.succeed(())
     }
 
+    /// The server stops accepting: a waiting ``take()`` returns `false`, a ``pause(for:)`` ends, and every later
+    /// ``take()`` returns `false` at once.
+    func stop() {
+        let waiter = state.withLock { state -> CancellationCell<Void>? in
+            state.stopped = true
+            return state.waiter.take()
+        }
+        waiter?.succeed(())
+    }
+
     /// A slot taken for an accept that did not happen: given back, waking nobody.
     func untake() {
         state.withLock { $0.active -= 1 }
@@ -65,7 +78,13 @@ final class ConnectionSlots: Sendable {
     /// Cancellation: throws `CancellationError` (or the scope's reason) at once.
     func pause(for delay: Duration) async throws {
         let cell = CancellationCell<Void>()
-        state.withLock { $0.waiter = cell }
+        guard
+            state.withLock({ state -> Bool in
+                guard !state.stopped else { return false }
+                state.waiter = cell
+                return true
+            })
+        else { return }
         defer { state.withLock { if $0.waiter === cell { $0.waiter = nil } } }
         do {
             try await cell.run(deadline: .now + delay) { _ in }

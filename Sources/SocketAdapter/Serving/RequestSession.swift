@@ -1,4 +1,5 @@
 public import ResourceKit
+public import ResourceKitIO
 
 /// Runs a connection's requests one at a time, each in a request scope that is cancelled as soon as the peer is gone
 /// (Docs/Architecture.md, "Serving"): the cancel-on-disconnect of a server, as a block.
@@ -40,6 +41,9 @@ public enum RequestSession {
         /// More than `maxAhead` requests were read ahead of their answers: the ones before were answered, the rest
         /// of the input was not read.
         case tooManyAhead
+        /// The server's shutdown (``GracefulShutdown``) began: nothing more was read, the requests read before were
+        /// answered within its grace, and a request still running when the grace expired had its scope cancelled.
+        case shutDown
     }
 
     /// Runs the session until it ends (see ``Ending``).
@@ -55,24 +59,45 @@ public enum RequestSession {
     ///
     /// Cancellation: cancelling the calling task (or its scope) cancels the running request and ends the session
     /// with `CancellationError`; the peer's disconnect cancels the running request and returns ``Ending/peerGone``.
+    /// Under a ``GracefulShutdown`` (`shutdown`, by default the server's, `GracefulShutdown.current`), its beginning
+    /// stops the reading (an idle session ends at once), and its grace's end cancels the running request's scope
+    /// (with `CancellationError`: the handler may still answer, the connection is open), then the session returns
+    /// ``Ending/shutDown``.
     /// - Throws: what `read` or `handle` threw, other than a ``SocketError`` (which means the peer is gone).
     public static func run<Request: Sendable>(
         on connection: SocketConnection,
         maxAhead: Int = 64,
         halfClose: HalfClose = .cancels,
+        shutdown: GracefulShutdown? = GracefulShutdown.current,
         read: @escaping @Sendable (SocketConnection) async throws -> Request?,
         handle: @escaping @Sendable (Request, ResourceScope) async throws -> Bool
     ) async throws -> Ending {
         let (items, queue) = AsyncStream<Item<Request>>.makeStream()
         let ahead = Locked(0)
         let limit = max(1, maxAhead)
+        let stops = ShutdownStops()
         return try await withThrowingTaskGroup(of: Ending?.self) { group in
+            if let shutdown {
+                group.addTask {
+                    try await shutdown.waitUntilBegun()
+                    stops.stopReading()
+                    try await shutdown.waitUntilGraceExpires()
+                    stops.stopRunning()
+                    return nil
+                }
+            }
             group.addTask {
                 defer { queue.finish() }
                 while true {
                     let request: Request?
                     do {
-                        request = try await read(connection)
+                        // Under a shutdown each read runs in a scope of its own, which its beginning cancels.
+                        request =
+                            shutdown == nil
+                            ? try await read(connection) : try await stops.reading { try await read(connection) }
+                    } catch ShutdownStops.Stopped.reading {
+                        queue.yield(.shutDown)
+                        return nil
                     } catch is SocketError {
                         return .peerGone
                     } catch is CancellationError {
@@ -103,15 +128,16 @@ public enum RequestSession {
                     case .request(let request):
                         ahead.withLock { $0 -= 1 }
                         do {
-                            let goOn = try await withResourceScope("request") { scope in
-                                try await handle(request, scope)
-                            }
+                            guard
+                                let goOn = try await stops.running({ scope in try await handle(request, scope) })
+                            else { return .shutDown }
                             if !goOn { return .finished }
                         } catch is SocketError {
                             return .peerGone
                         }
                     case .endOfInput: return .finished
                     case .tooManyAhead: return .tooManyAhead
+                    case .shutDown: return .shutDown
                     case .failed(let error): throw error
                     }
                 }
@@ -133,6 +159,70 @@ public enum RequestSession {
         case request(Request)
         case endOfInput
         case tooManyAhead
+        case shutDown
         case failed(any Error)
+    }
+
+    /// The scopes a shutdown stops: the reader's current read (at the shutdown's beginning) and the executor's
+    /// running request (at the end of its grace). Each is its own scope, so that stopping it cancels that one wait or
+    /// request at the operation level and leaves the connection open.
+    private final class ShutdownStops: Sendable {
+        enum Stopped: Error { case reading }
+
+        private struct State: Sendable {
+            var readingStopped = false
+            var runningStopped = false
+            var read: ResourceScope?
+            var request: ResourceScope?
+        }
+
+        private let state = Locked(State())
+
+        func stopReading() {
+            state.withLock { state -> ResourceScope? in
+                state.readingStopped = true
+                return state.read
+            }?.cancel()
+        }
+
+        func stopRunning() {
+            state.withLock { state -> ResourceScope? in
+                state.runningStopped = true
+                return state.request
+            }?.cancel()
+        }
+
+        /// Runs one read in a scope the shutdown's beginning cancels; throws ``Stopped/reading`` once it began.
+        func reading<Value: Sendable>(_ read: () async throws -> Value) async throws -> Value {
+            do {
+                return try await withResourceScope("read") { scope in
+                    guard
+                        state.withLock({ state -> Bool in
+                            state.read = scope
+                            return !state.readingStopped
+                        })
+                    else { throw Stopped.reading }
+                    defer { state.withLock { $0.read = nil } }
+                    return try await read()
+                }
+            } catch {
+                if state.withLock({ $0.readingStopped }) { throw Stopped.reading }
+                throw error
+            }
+        }
+
+        /// Runs one request in its scope, which the grace's end cancels; `nil` (nothing run) once the grace ended.
+        func running(_ handle: (ResourceScope) async throws -> Bool) async throws -> Bool? {
+            try await withResourceScope("request") { scope in
+                guard
+                    state.withLock({ state -> Bool in
+                        state.request = scope
+                        return !state.runningStopped
+                    })
+                else { return nil }
+                defer { state.withLock { $0.request = nil } }
+                return try await handle(scope)
+            }
+        }
     }
 }

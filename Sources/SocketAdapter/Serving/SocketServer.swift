@@ -49,16 +49,22 @@ public enum SocketServer {
         /// Told what happens to the accept loop (``Event``). Called on the loop's task: keep it short and
         /// non-blocking.
         public var onEvent: (@Sendable (Event) -> Void)?
+        /// When it begins the server stops accepting (the listener is shut down: new connections are refused),
+        /// and `serve` returns once every connection ended. Each connection's task sees it as
+        /// `GracefulShutdown.current` (``RequestSession`` follows it). `nil`: only cancellation stops the server.
+        public var shutdown: GracefulShutdown?
 
         public init(
             maxConnections: Int? = nil, descriptorReserve: Int = 16, peerSilenceBound: Duration? = .seconds(30),
-            reactors: IOReactorGroup? = nil, onEvent: (@Sendable (Event) -> Void)? = nil
+            reactors: IOReactorGroup? = nil, onEvent: (@Sendable (Event) -> Void)? = nil,
+            shutdown: GracefulShutdown? = nil
         ) {
             self.maxConnections = maxConnections.map { max(1, $0) }
             self.descriptorReserve = max(0, descriptorReserve)
             self.peerSilenceBound = peerSilenceBound
             self.reactors = reactors
             self.onEvent = onEvent
+            self.shutdown = shutdown
         }
     }
 
@@ -80,8 +86,9 @@ public enum SocketServer {
         }
     }
 
-    /// Accepts connections on `listener` until the calling task or scope is cancelled, running `handler` for each in
-    /// a scope of its own (see ``SocketServer``).
+    /// Accepts connections on `listener` until the calling task or scope is cancelled, or the configuration's
+    /// ``Configuration/shutdown`` begins, running `handler` for each in a scope of its own (see ``SocketServer``).
+    /// After a shutdown began it returns once every connection ended.
     ///
     /// An error `handler` throws ends its connection and nothing else: its scope closes the connection.
     ///
@@ -99,15 +106,26 @@ public enum SocketServer {
         let reserve = DescriptorReserve(size: configuration.descriptorReserve)
         var backoff = AcceptBackoff()
         let tcp = listener.localAddress.family != .unix
+        let shutdown = configuration.shutdown
+        // Inside the shutdown's `begin()`: once it returns, new connections are refused (the listening socket is shut
+        // down, which wakes the accept too) and no slot is handed out.
+        let stop = shutdown?.whenBegun {
+            slots.stop()
+            listener.cancel()
+        }
+        defer { if let stop { shutdown?.removeWhenBegun(stop) } }
         try await withThrowingDiscardingTaskGroup { group in
-            while true {
-                try await slots.take()
+            while try await slots.take() {
                 let outcome: SocketListener.AcceptOutcome
                 do {
                     outcome =
                         reserve.refill()
                         ? try await listener.acceptDescriptor()
                         : .exhausted(SocketError(.descriptorsExhausted, call: "open", errno: EMFILE))
+                } catch is SocketError where shutdown?.hasBegun == true {
+                    // The listener was shut down for the shutdown.
+                    slots.untake()
+                    break
                 } catch {
                     slots.untake()
                     throw error
@@ -118,14 +136,19 @@ public enum SocketServer {
                     let reactor = configuration.reactors?.next()
                     group.addTask(executorPreference: reactor) {
                         defer { slots.give() }
-                        try? await withResourceScope("connection") { scope in
-                            let connection = SocketConnection(fd: fd, reactor: reactor ?? listener.descriptor.reactor)
-                            _ = try await connection.register(in: scope, label: "accepted")
-                            if tcp {
-                                connection.setNoDelay(true)
-                                if let bound = configuration.peerSilenceBound { connection.setPeerSilenceBound(bound) }
+                        try? await GracefulShutdown.$current.withValue(shutdown) {
+                            try await withResourceScope("connection") { scope in
+                                let connection = SocketConnection(
+                                    fd: fd, reactor: reactor ?? listener.descriptor.reactor)
+                                _ = try await connection.register(in: scope, label: "accepted")
+                                if tcp {
+                                    connection.setNoDelay(true)
+                                    if let bound = configuration.peerSilenceBound {
+                                        connection.setPeerSilenceBound(bound)
+                                    }
+                                }
+                                try await handler(connection, scope)
                             }
-                            try await handler(connection, scope)
                         }
                     }
                 case .exhausted(let error):

@@ -114,7 +114,7 @@ extension ServeCommand: DemoCommand {
     static let usage =
         """
         resource-demo serve  [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] \
-        [--max-connections N] [--reactors N]
+        [--max-connections N] [--reactors N] [--grace SECONDS]
         """
     static let details = """
           A line protocol server (default 127.0.0.1:7070; port 0 picks a free one, printed on stdout).
@@ -123,6 +123,8 @@ extension ServeCommand: DemoCommand {
           PING -> PONG; SLEEP <seconds> -> SELECT pg_sleep($1), OK; SERIES <n> -> 1..n one per line, OK;
           QUIT -> BYE. Anything else -> ERR <reason>. A line over 4 KiB -> ERR line too long, then close.
           A client that disconnects mid-command has its query cancelled on the server at once.
+          SIGTERM/SIGINT: stop accepting, answer commands that finish within --grace (default 10 s), answer
+          ERR to the rest, exit 0; a second signal ends the grace at once.
           --pool: Postgres connections (default 4); --max-connections: clients (default 64; extras get ERR busy).
           --reactors N (1 to 64): each client runs on one of N reactor threads, its socket and its share of the
           pool (a pool per reactor) with it; without it clients run on Swift's cooperative pool.

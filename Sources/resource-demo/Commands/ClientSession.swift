@@ -19,7 +19,13 @@ struct ClientSession: Sendable {
             let ending = try await RequestSession.run(on: connection, maxAhead: Self.maxPipelined) {
                 try await $0.readLine(maxLength: Self.maxLine)
             } handle: { line, _ in
-                try await answer(line)
+                do {
+                    return try await answer(line)
+                } catch is CancellationError where GracefulShutdown.current?.graceHasExpired == true {
+                    // The server's shutdown grace ended under this command: its query was cancelled.
+                    try await connection.write("ERR server shutting down\n")
+                    return false
+                }
             }
             if ending == .tooManyAhead {
                 try await connection.write("ERR too many commands ahead of their answers\n")

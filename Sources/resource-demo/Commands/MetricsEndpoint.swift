@@ -83,13 +83,15 @@ enum MetricsEndpoint {
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 
-    /// Accepts until cancelled (the `serve` scope ends), telling `onEvent` when accepting pauses and resumes.
+    /// Accepts until cancelled (the `serve` scope ends) or `shutdown` begins, telling `onEvent` when accepting
+    /// pauses and resumes.
     static func run(
         _ listener: SocketListener, registry: ResourceRegistry,
-        onEvent: @escaping @Sendable (SocketServer.Event) -> Void
+        onEvent: @escaping @Sendable (SocketServer.Event) -> Void, shutdown: GracefulShutdown? = nil
     ) async throws {
         let clients = Locked(0)
-        try await SocketServer.serve(listener, configuration: .init(onEvent: onEvent)) { connection, scope in
+        try await SocketServer.serve(listener, configuration: .init(onEvent: onEvent, shutdown: shutdown)) {
+            connection, scope in
             let admitted = clients.withLock { count -> Bool in
                 guard count < maxClients else { return false }
                 count += 1

@@ -18,7 +18,7 @@ import SocketAdapter
 /// ever taken from the network.
 enum ServeCommand: Sendable {
     static let valueFlags: Set<String> = [
-        "--listen", "--metrics", "--postgres", "--pool", "--max-connections", "--reactors",
+        "--listen", "--metrics", "--postgres", "--pool", "--max-connections", "--reactors", "--grace",
     ]
 
     struct Configuration: Sendable {
@@ -30,6 +30,8 @@ enum ServeCommand: Sendable {
         var reactors: Int?
         /// Where `GET /metrics` and `GET /resources` are served (off unless `--metrics` is given).
         var metrics: (host: String, port: Int)?
+        /// After SIGTERM or SIGINT, running commands have this long to finish (`--grace SECONDS`).
+        var grace: Duration = .seconds(10)
     }
 
     static func run(_ arguments: Arguments) async throws -> Int32 {
@@ -40,6 +42,7 @@ enum ServeCommand: Sendable {
             try arguments.integer("--max-connections", in: 1...10_000) ?? configuration.maxConnections
         configuration.metrics = try arguments.hostPort("--metrics")
         configuration.reactors = try arguments.integer("--reactors", in: 1...64)
+        if let grace = try arguments.integer("--grace", in: 0...3600) { configuration.grace = .seconds(grace) }
         return try await PostgresTarget.with(arguments.value("--postgres")) { conninfo in
             let group = configuration.reactors.map { IOReactorGroup(count: $0, name: "rk.serve") }
             defer { group?.shutdown() }
@@ -73,15 +76,34 @@ enum ServeCommand: Sendable {
                 metricsListener = bound
             }
             let clients = Locked(0)
+            // SIGTERM or SIGINT: no new connections, idle ones closed, running commands answered within the grace,
+            // then cancelled (and answered `ERR`); a second signal ends the grace at once. The process exits 0.
+            let shutdown = GracefulShutdown(grace: configuration.grace)
+            SignalCanceller.graceful.withLock {
+                $0 = { count in
+                    if count == 1 {
+                        Console.line(
+                            "resource-demo serve: shutting down: running commands have \(configuration.grace); "
+                                + "a second signal ends them now")
+                        shutdown.begin()
+                    } else {
+                        shutdown.endNow()
+                    }
+                }
+            }
+            defer { SignalCanceller.graceful.withLock { $0 = nil } }
             // Out of descriptors, accepting pauses and resumes: one line each, never a line per failed accept.
             let report: @Sendable (SocketServer.Event) -> Void = { Console.line("resource-demo serve: \($0)") }
             try await withThrowingDiscardingTaskGroup { group in
                 if let metricsListener {
-                    group.addTask { try await MetricsEndpoint.run(metricsListener, registry: .shared, onEvent: report) }
+                    group.addTask {
+                        try await MetricsEndpoint.run(
+                            metricsListener, registry: .shared, onEvent: report, shutdown: shutdown)
+                    }
                 }
                 // Each client in a scope of its own from its accept on (and, with --reactors, on the next reactor in
                 // turn, where its socket waits too).
-                let server = SocketServer.Configuration(reactors: reactors, onEvent: report)
+                let server = SocketServer.Configuration(reactors: reactors, onEvent: report, shutdown: shutdown)
                 try await SocketServer.serve(listener, configuration: server) { connection, _ in
                     let admitted = clients.withLock { count -> Bool in
                         guard count < configuration.maxConnections else { return false }
