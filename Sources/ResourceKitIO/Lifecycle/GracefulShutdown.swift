@@ -111,7 +111,7 @@ public final class GracefulShutdown: Sendable {
     /// only writes to an eventfd receives them, in any thread, and a task of the returned handler acts on them, for
     /// as long as it lives. Keep it; once it is freed the signals are received and dropped. The default is `SIGTERM`
     /// (15) and `SIGINT` (2).
-    /// - Throws: ``SystemError`` when the eventfd cannot be made or a signal number is invalid.
+    /// - Throws: `SystemError` when the eventfd cannot be made or a signal number is invalid.
     public func handleSignals(_ signals: [Int32] = [15, 2]) throws -> SignalHandler {
         try SignalHandler(signals: signals, shutdown: self)
     }

@@ -41,7 +41,7 @@ public enum RequestSession {
         /// More than `maxAhead` requests were read ahead of their answers: the ones before were answered, the rest
         /// of the input was not read.
         case tooManyAhead
-        /// The server's shutdown (``GracefulShutdown``) began: nothing more was read, the requests read before were
+        /// The server's shutdown (`GracefulShutdown`) began: nothing more was read, the requests read before were
         /// answered within its grace, and a request still running when the grace expired had its scope cancelled.
         case shutDown
     }
@@ -52,6 +52,8 @@ public enum RequestSession {
     ///   - connection: the client's connection.
     ///   - maxAhead: requests read and not yet answered, at most (the reader stops past it: ``Ending/tooManyAhead``).
     ///   - halfClose: what the end of the client's input means (``HalfClose/cancels`` by default).
+    ///   - shutdown: the shutdown the session follows (see below); by default the server's
+    ///     (`GracefulShutdown.current`, bound by ``SocketServer/serve(_:configuration:handler:)``).
     ///   - read: reads the next request; `nil` at the end of input. Runs on the reader's task only. An error other
     ///     than a ``SocketError`` (a framing error, such as a line too long) stops the reading: the requests before
     ///     it are answered, then `run` throws it.
@@ -59,7 +61,7 @@ public enum RequestSession {
     ///
     /// Cancellation: cancelling the calling task (or its scope) cancels the running request and ends the session
     /// with `CancellationError`; the peer's disconnect cancels the running request and returns ``Ending/peerGone``.
-    /// Under a ``GracefulShutdown`` (`shutdown`, by default the server's, `GracefulShutdown.current`), its beginning
+    /// Under a `GracefulShutdown` (`shutdown`, by default the server's, `GracefulShutdown.current`), its beginning
     /// stops the reading (an idle session ends at once), and its grace's end cancels the running request's scope
     /// (with `CancellationError`: the handler may still answer, the connection is open), then the session returns
     /// ``Ending/shutDown``.
