@@ -259,14 +259,14 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
     }
 
     /// Bounds how long a TCP peer that vanished (no FIN, no reset: its host gone, its packets dropped) goes unnoticed:
-    /// keepalive probes begin after a third of `bound` without traffic and give up after three unanswered ones, and
-    /// data left unacknowledged for `bound` (`TCP_USER_TIMEOUT`) ends the connection. Then a blocked read or write
-    /// fails with ``SocketError/Code-swift.struct/timedOut``. Whole seconds, at least 3; no effect on a Unix-domain
-    /// socket or a closed one. ``SocketServer`` sets it on every connection it accepts.
+    /// keepalive probes begin after a quarter of `bound` without traffic and give up after three unanswered ones,
+    /// all within `bound`, and data left unacknowledged for `bound` (`TCP_USER_TIMEOUT`) ends the connection. Then a
+    /// blocked read or write fails with ``SocketError/Code-swift.struct/timedOut``. Whole seconds, at least 4; no
+    /// effect on a Unix-domain socket or a closed one. ``SocketServer`` sets it on every connection it accepts.
     public func setPeerSilenceBound(_ bound: Duration) {
         // At most 2,000,000 s, so that the timeout's milliseconds fit `TCP_USER_TIMEOUT`'s int.
-        let seconds = Int32(min(max(3, bound.components.seconds), 2_000_000))
-        let idle = max(1, seconds / 3)
+        let seconds = Int32(min(max(4, bound.components.seconds), 2_000_000))
+        let idle = max(1, seconds / 4)
         let interval = max(1, (seconds - idle) / 3)
         descriptor.ifOpen { fd in
             try? Syscall.setSocketOption(fd, level: SOL_SOCKET, name: SO_KEEPALIVE, value: 1)

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import ResourceKit
 @_spi(Testing) import ResourceKitIO
@@ -120,8 +121,8 @@ import Testing
         }
     }
 
-    /// Every accepted TCP connection notices a vanished peer within the bound: keepalive after a third of it, three
-    /// probes, and `TCP_USER_TIMEOUT` at the bound.
+    /// Every accepted TCP connection notices a vanished peer within the bound: keepalive after a quarter of it, three
+    /// probes that end within it, and `TCP_USER_TIMEOUT` at the bound.
     @Test func acceptedConnectionsCarryThePeerSilenceBound() async throws {
         let options = Locked<[Int32]>([])
         try await withResourceScope("test", deadline: .now + TimingBound.singleShot, registry: ResourceRegistry()) {
@@ -146,6 +147,76 @@ import Testing
                 #expect(try await client.readLine() == "read")
             }
         }
-        #expect(options.withLock { $0 } == [1, 10, 6, 3, 30_000, 1])
+        #expect(options.withLock { $0 } == [1, 7, 7, 3, 30_000, 1])
+    }
+
+    /// A peer that vanished without a FIN or a reset (the packets to it dropped on loopback by an iptables rule that
+    /// the test removes again): the server notices within the bound, and the request it left running is cancelled.
+    @Test func aVanishedPeersRequestIsCancelledWithinTheBound() async throws {
+        try await Self.removeStaleRules()
+        let (blocked, cancelled) = (OneShotEvent(), OneShotEvent())
+        try await withResourceScope("test", deadline: .now + .seconds(60), registry: ResourceRegistry()) { scope in
+            try await Self.serving(in: scope, configuration: .init(peerSilenceBound: .seconds(4))) { connection, _ in
+                _ = try await RequestSession.run(on: connection) {
+                    try await $0.readLine()
+                } handle: { _, _ in
+                    blocked.set()
+                    do {
+                        try await OneShotEvent().wait()
+                    } catch {
+                        cancelled.set()
+                        throw error
+                    }
+                    return true
+                }
+            } _: { port, _ in
+                let client = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
+                let clientPort = try #require(client.localAddress?.port)
+                try await client.write("SLOW\n")
+                try await blocked.wait()
+                let rule = [
+                    "OUTPUT", "-o", "lo", "-p", "tcp", "--dport", "\(clientPort)", "-m", "comment", "--comment",
+                    "\(Self.ruleMark)\(getpid())", "-j", "DROP",
+                ]
+                try await Self.iptables(["-I"] + rule)
+                let vanished = ContinuousClock.now
+                do {
+                    try await cancelled.wait()
+                } catch {
+                    _ = try? await Self.iptables(["-D"] + rule)
+                    throw error
+                }
+                let took = ContinuousClock.now - vanished
+                try await Self.iptables(["-D"] + rule)
+                // The bound counts from the last traffic, a little before the rule: generous, for a loaded machine.
+                #expect(took < .seconds(10), "noticed after \(took)")
+            }
+        }
+    }
+
+    static let ruleMark = "resourcekit-test-"
+
+    /// Runs `iptables` with `arguments`; throws when it fails. Returns what it printed.
+    @discardableResult
+    static func iptables(_ arguments: [String]) async throws -> String {
+        let log = NSTemporaryDirectory() + "resourcekit-iptables-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let status = try await BackgroundProcess.runToCompletion(["/usr/sbin/iptables"] + arguments, logPath: log)
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        guard status == 0 else {
+            throw BackgroundProcess.Failure(description: "iptables \(arguments) exited \(status): \(output)")
+        }
+        return output
+    }
+
+    /// Removes the rules a test process left when it died before removing them (its pid is in the mark).
+    static func removeStaleRules() async throws {
+        for line in try await iptables(["-S", "OUTPUT"]).split(separator: "\n") where line.contains(ruleMark) {
+            let words = line.split(separator: " ").map(String.init)
+            guard let mark = words.first(where: { $0.hasPrefix(ruleMark) }),
+                let owner = Int32(mark.dropFirst(ruleMark.count)), kill(owner, 0) != 0
+            else { continue }
+            try await iptables(["-D"] + words.dropFirst(1))
+        }
     }
 }
