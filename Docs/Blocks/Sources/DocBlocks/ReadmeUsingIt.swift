@@ -1,13 +1,14 @@
-// README, "Using it": the first block. Glue: the function around the statements, and `MyResource` below.
+// README, "Using it": the first block, application code. Glue: the function around the statements.
 // snippet: readme-using-it
+import PostgresAdapter
 import ResourceKit
 
-func usingIt() async throws {  // glue
-    try await withResourceScope("request", deadline: .now + .seconds(2)) { scope in
-        let resource = MyResource()
-        let handle = try await scope.register(resource, kind: MyResource.kind, label: "upstream")
-        try await resource.read(boundTo: handle)   // cancelled task => throws CancellationError at once
-    }                                              // every resource closed here, last acquired first
+func usingIt(pool: PostgresPool, owner: String) async throws {  // glue
+    // One request: what it runs through ResourceKit (this query on a pooled connection) lives as long as the scope.
+    let titles = try await withResourceScope("request", deadline: .now + .seconds(2)) { _ in
+        try await pool.query("SELECT title FROM todo WHERE owner = $1", [owner])
+    }   // task cancelled or deadline passed => the query is cancelled on the server and this throws at once
+    _ = titles  // glue
 }  // glue
 // end snippet
 
