@@ -106,7 +106,13 @@ import Testing
             let short = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
             try await short.write("PING\n")
             #expect(try await short.readLine() == "PONG")
-            try await short.write("SLEEP 0.3\n")
+            // Its command must be running when the signal comes: a line still unread then is an idle connection's,
+            // which the shutdown closes at once.
+            try await short.write("SLEEP 0.5\n")
+            let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(10))
+            _ = try await PostgresActivityProbe.poll(every: probe.pollInterval, within: .seconds(30)) {
+                try await probe.backends(.running("pg_sleep", application: application)).count == 2
+            }
             server.signal(SIGTERM)
             _ = try await server.line(containing: "shutting down")
             await #expect(throws: SocketError.self, "new connections are refused") {
