@@ -65,7 +65,7 @@ public final class GracefulShutdown: Sendable {
     /// Short and non-blocking. Remove it with ``removeWhenBegun(_:)`` when what it stops ends first.
     package func whenBegun(_ hook: @escaping @Sendable () -> Void) -> Int? {
         let id = hooks.withLock { hooks -> Int? in
-            guard !begun.isSet, beganAt.withLock({ $0 }) == nil else { return nil }
+            guard beganAt.withLock({ $0 }) == nil else { return nil }
             hooks.next += 1
             hooks.byID[hooks.next] = hook
             return hooks.next

@@ -102,8 +102,8 @@ public enum RequestSession {
                         return nil
                     } catch is SocketError {
                         return .peerGone
-                    } catch is CancellationError {
-                        throw CancellationError()
+                    } catch let error as CancellationError {
+                        throw error
                     } catch {
                         queue.yield(.failed(error))
                         return nil

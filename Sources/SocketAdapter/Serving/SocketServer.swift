@@ -136,6 +136,9 @@ public enum SocketServer {
                     let reactor = configuration.reactors?.next()
                     group.addTask(executorPreference: reactor) {
                         defer { slots.give() }
+                        // Whatever ends this connection (its handler's error, its scope's cancel or deadline, the
+                        // server's cancel) ends it alone, so it is not rethrown: the server's own cancellation
+                        // surfaces from the accept loop's wait, and the group waits for this task either way.
                         try? await GracefulShutdown.$current.withValue(shutdown) {
                             try await withResourceScope("connection") { scope in
                                 let connection = SocketConnection(
