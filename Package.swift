@@ -69,10 +69,10 @@ let package = Package(
         ),
         // How an application watches a registry: its snapshot, its event stream, an event sink.
         .target(name: "ResourceKitObservation", dependencies: ["ResourceKit"], swiftSettings: strict),
-        // The registry's snapshot as Prometheus text.
+        // The registry's snapshot as Prometheus text, and the HTTP endpoint that serves it (`MetricsEndpoint`).
         .target(
             name: "ResourceKitPrometheus",
-            dependencies: ["ResourceKit", "ResourceKitObservation"],
+            dependencies: ["ResourceKit", "ResourceKitObservation", "ResourceKitIO", "SocketAdapter"],
             swiftSettings: strict
         ),
         // Child processes (posix_spawn with a clean signal mask and no inherited descriptors), for what spawns:

@@ -29,11 +29,17 @@ public struct RegistrySnapshot: Sendable {
         /// took. Operation-level cancellations (a query's task cancelled on a connection that lives on) show
         /// here, not in ``cancelled``.
         public var adapterEvents: [String: UInt64] = [:]
-        /// Cancel requested to operation resumed.
+        /// Cancel requested to the cancelled wait resumed, for every wait bound to a resource of the kind: a
+        /// resource's cancel and an operation's (a pooled query's task cancelled, its deadline, its borrowing
+        /// scope) alike.
         public var cancellationLatency = LatencyHistogram()
+        /// Operations ended, by outcome (`resourcekit_operations_total`): each operation run in
+        /// `withResourceOperation(boundTo:)` with a handle, and each one an adapter counted
+        /// (`ResourceHandle.recordOperation(_:)`), on borrowed connections too.
+        public var operations: [OperationOutcome: UInt64] = [:]
         public init() {}
 
-        init(_ tally: KindTally, latency: LatencyBuckets) {
+        init(_ tally: KindTally, latency: LatencyBuckets, operations: [OperationOutcome: UInt64]) {
             acquired = tally.acquired
             cancelled = tally.cancelled
             closed = tally.closed
@@ -43,6 +49,7 @@ public struct RegistrySnapshot: Sendable {
             leakedByReason = tally.leakedByReason
             adapterEvents = tally.adapterEvents
             cancellationLatency = LatencyHistogram(latency)
+            self.operations = operations
         }
     }
 
@@ -62,7 +69,12 @@ public struct RegistrySnapshot: Sendable {
         }
         counters = Dictionary(
             uniqueKeysWithValues: reading.tallies.map { name, tally in
-                (name, KindCounters(tally, latency: reading.latencies[name] ?? LatencyBuckets()))
+                (
+                    name,
+                    KindCounters(
+                        tally, latency: reading.latencies[name] ?? LatencyBuckets(),
+                        operations: reading.operations[name] ?? [:])
+                )
             })
         kinds = reading.kinds
         backgroundCloses = reading.backgroundCloses
@@ -78,6 +90,7 @@ public struct RegistrySnapshot: Sendable {
             total.failed += c.failed
             total.closeTimedOut += c.closeTimedOut
             total.leaked += c.leaked
+            total.operations.merge(c.operations, uniquingKeysWith: +)
         }
         return total
     }

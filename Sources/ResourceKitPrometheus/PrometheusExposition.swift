@@ -14,7 +14,11 @@ public import ResourceKitObservation
 /// - `resourcekit_adapter_events_total{kind, event}` (counter): events adapters reported (for Postgres,
 ///   `postgres.cancel.fastPath`, `.fastPathFellBack`, `.request`, `.resent`: operation-level cancels, which
 ///   leave the connection alive and so are not in `_cancelled_total`; `postgres.notice.<severity>`);
-/// - `resourcekit_cancellation_latency_seconds{kind}` (histogram): cancel requested → operation resumed.
+/// - `resourcekit_operations_total{kind, outcome}` (counter), `outcome` one of `completed`, `cancelled`,
+///   `deadline_exceeded`, `failed`: operations of the kind's resources, on borrowed (pooled) connections too; a
+///   deadline the server enforced for the caller (a carried `statement_timeout`) is `deadline_exceeded`;
+/// - `resourcekit_cancellation_latency_seconds{kind}` (histogram): cancel requested → cancelled wait resumed, for
+///   a resource's cancel and an operation's alike.
 public enum PrometheusExposition {
     /// The content type to serve it with.
     public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
@@ -74,8 +78,17 @@ public enum PrometheusExposition {
             }
         }
 
+        let operations = "resourcekit_operations_total"
+        family(&text, operations, "counter", "Operations of the kind's resources, by how they ended.")
+        for kind in sortedKinds {
+            for outcome in OperationOutcome.allCases {
+                let count = snapshot.counters[kind]?.operations[outcome] ?? 0
+                sample(&text, operations, ["kind": kind, "outcome": outcome.metricLabel], Double(count))
+            }
+        }
+
         let latency = "resourcekit_cancellation_latency_seconds"
-        family(&text, latency, "histogram", "Time from a cancel request to the cancelled operation resuming.")
+        family(&text, latency, "histogram", "Time from a cancel request to the cancelled wait resuming.")
         for kind in sortedKinds {
             let histogram = snapshot.counters[kind]?.cancellationLatency ?? LatencyHistogram()
             for bound in latencyBuckets {

@@ -101,7 +101,7 @@ public final class PostgresCancelChannel: Sendable {
         var outcome = Delivery.notDelivered
         var refused = false
         do {
-            let rows = try await control.query(Self.statement, [backend.pid, backend.backendStart])
+            let rows = try await control.executeInternally(Self.statement, [backend.pid, backend.backendStart]).rows
             if try rows.first?.decode(Bool?.self, at: 0) == true { outcome = .delivered }
         } catch let error as PostgresError where error.sqlState == "42501" {
             refused = true  // no privilege: every cancel uses cancel requests

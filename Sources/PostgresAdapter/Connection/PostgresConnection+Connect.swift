@@ -170,7 +170,7 @@ extension PostgresConnection {
     private func watchForVanishingWithoutCancelKey() async throws {
         guard state.withLock({ $0.keyPID == 0 }) else { return }
         do {
-            try await execute("SET client_connection_check_interval = 250")
+            try await executeInternally("SET client_connection_check_interval = 250")
             state.withLock { $0.sessionRestore = ["SET client_connection_check_interval = 250"] }
         } catch let error as PostgresError where error.code == .server {
             handle?.report("postgres.connection.noVanishCheck")
@@ -188,7 +188,7 @@ extension PostgresConnection {
         var identity: PostgresBackendIdentity?
         do {
             let interval = session.clientCheckIntervalMilliseconds
-            if let row = try await query(PostgresBackendIdentity.probe, [keyPID, interval]).first {
+            if let row = try await executeInternally(PostgresBackendIdentity.probe, [keyPID, interval]).rows.first {
                 identity = try PostgresBackendIdentity.verified(keyPID: keyPID, row: row)
                 if interval > 0, try row.decode(Bool?.self, at: 4) != true {
                     handle?.report("postgres.connection.noVanishCheck")

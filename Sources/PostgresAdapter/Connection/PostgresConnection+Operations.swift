@@ -238,9 +238,26 @@ extension PostgresConnection {
     /// next operation drains it.
     func whileOnWire<T>(_ id: QueryID, _ body: () async throws -> T) async throws -> T {
         try await abandoningOnEarlyExit(id) {
-            try await withResourceOperation(boundTo: handle, onCancel: { _ in self.requestCancel(id) }) {
+            // Not counted: a caller's operation may run several of these (a stream's batches); the public
+            // operations count themselves (``countingOperation(_:)``).
+            try await withResourceOperation(boundTo: handle, counted: false, onCancel: { _ in self.requestCancel(id) })
+            {
                 try await body()
             }
+        }
+    }
+
+    /// Runs one public operation (a statement, a pipeline, a COPY IN) and counts how it ended in
+    /// `resourcekit_operations_total{kind="postgres.connection"}`: a carried deadline the server enforced throws
+    /// `DeadlineExceededError`, so it counts as `deadline_exceeded`. An unregistered connection counts nothing.
+    func countingOperation<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            let value = try await body()
+            handle?.recordOperation(.completed)
+            return value
+        } catch {
+            handle?.recordOperation(OperationOutcome(error: error))
+            throw error
         }
     }
 

@@ -46,6 +46,19 @@ extension PostgresConnection {
 
     /// ``execute(_:_:)``'s work: the last result of `sql`, `nil` when it had none.
     func run(_ sql: String, _ binds: [PostgresBind]) async throws -> PostgresResult? {
+        try await countingOperation { try await runUncounted(sql, binds) }
+    }
+
+    /// A statement the adapter runs for itself (a session setting at connect, the identity probe, a cancel on
+    /// the control connection): as ``execute(_:_:)``, and not counted in `resourcekit_operations_total`, which
+    /// counts what callers asked for.
+    @discardableResult
+    func executeInternally(_ sql: String, _ binds: [any PostgresEncodable] = []) async throws -> PostgresResult {
+        try await runUncounted(sql, binds.map(\.postgresBind))
+            ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
+    }
+
+    private func runUncounted(_ sql: String, _ binds: [PostgresBind]) async throws -> PostgresResult? {
         try Task.checkCancellation()
         try checkHandleBeforeBegin()
         try await begin(carryingReset: true)

@@ -19,6 +19,11 @@ extension PostgresConnection {
     ///   `DeadlineExceededError`, or `source`'s error.
     public func copyIn<Source: AsyncSequence>(_ sql: String, from source: Source) async throws -> Int
     where Source.Element == [UInt8] {
+        try await countingOperation { try await runCopyIn(sql, from: source) }
+    }
+
+    private func runCopyIn<Source: AsyncSequence>(_ sql: String, from source: Source) async throws -> Int
+    where Source.Element == [UInt8] {
         try Task.checkCancellation()
         try handle?.checkCancellation()
         try await begin()

@@ -23,6 +23,7 @@ extension PostgresConnection {
             return PostgresCopyOutStream(connection: self, id: id)
         } catch {
             end()
+            handle?.recordOperation(OperationOutcome(error: error))
             throw error
         }
     }
@@ -48,7 +49,7 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
     }
 
     deinit {
-        abandon()
+        abandon(.cancelled)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
@@ -67,15 +68,20 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
         }
     }
 
-    private func abandon() {
-        if finish() { connection.leaveStream(id) }
+    /// Ends the stream early (an error, a cancel, dropped), counted as `outcome` (the COPY is one operation in
+    /// `resourcekit_operations_total`).
+    private func abandon(_ outcome: OperationOutcome) {
+        guard finish() else { return }
+        connection.handle?.recordOperation(outcome)
+        connection.leaveStream(id)
     }
 
     func nextChunk() async throws -> [UInt8]? {
         if finished.withLock({ $0 }) { return nil }
         if Task.isCancelled || connection.handle?.isCancelled == true {
-            abandon()
-            throw connection.handle?.cancellationReason?.error ?? CancellationError()
+            let error = connection.handle?.cancellationReason?.error ?? CancellationError()
+            abandon(OperationOutcome(error: error))
+            throw error
         }
         if dataEnded.withLock({ $0 }) { return try await finishResults() }
         while true {
@@ -83,7 +89,10 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
             do {
                 step = try connection.copyOutStep(chunkSize: Self.chunkSize)
             } catch {
-                if finish() { connection.end() }
+                if finish() {
+                    connection.handle?.recordOperation(OperationOutcome(error: error))
+                    connection.end()
+                }
                 throw error
             }
             switch step {
@@ -98,7 +107,7 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
                         try await connection.reactor.wait(for: socket, .readable, boundTo: connection.handle)
                     }
                 } catch {
-                    abandon()
+                    abandon(OperationOutcome(error: error))
                     throw error
                 }
             case .copyDone:
@@ -119,17 +128,19 @@ public final class PostgresCopyOutStream: AsyncSequence, Sendable {
                 }
             }
         } catch {
-            abandon()
+            abandon(OperationOutcome(error: error))
             throw error
         }
         guard finish() else { return nil }
         connection.end()
         if let failure {
-            if failure.isQueryCanceled, end == .ended(ourCancel: true) {
-                throw connection.handle?.cancellationReason?.error ?? CancellationError()
-            }
-            throw failure
+            let error =
+                failure.isQueryCanceled && end == .ended(ourCancel: true)
+                ? connection.handle?.cancellationReason?.error ?? CancellationError() : failure
+            connection.handle?.recordOperation(OperationOutcome(error: error))
+            throw error
         }
+        connection.handle?.recordOperation(.completed)
         return nil
     }
 }

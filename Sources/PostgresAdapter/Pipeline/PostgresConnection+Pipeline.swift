@@ -30,6 +30,11 @@ extension PostgresConnection {
     /// - Throws: `CancellationError`, `DeadlineExceededError`, ``PostgresError`` (`connection`,
     ///   `invalidQuery` for a statement libpq refused to queue, `connectionBusy`).
     public func pipeline(_ statements: [PostgresStatement]) async throws -> [Result<PostgresResult, PostgresError>] {
+        try await countingOperation { try await runPipeline(statements) }
+    }
+
+    private func runPipeline(_ statements: [PostgresStatement]) async throws -> [Result<PostgresResult, PostgresError>]
+    {
         try Task.checkCancellation()
         try checkHandleBeforeBegin()
         if statements.isEmpty { return [] }

@@ -57,7 +57,7 @@ public final class PostgresPool: Sendable {
     public let maxConnections: Int
     /// How the pool runs its connections, as given to `init`.
     public let configuration: Configuration
-    private var registry: ResourceRegistry { configuration.registry }
+    var registry: ResourceRegistry { configuration.registry }
     let reactor: IOReactor
     private let machine: Locked<Machine>
     /// The shared statements' queue and drivers (``execute(_:_:)``).

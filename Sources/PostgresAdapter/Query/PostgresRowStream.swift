@@ -20,6 +20,7 @@ extension PostgresConnection {
             return PostgresRowStream(connection: self, id: id)
         } catch {
             end()
+            handle?.recordOperation(OperationOutcome(error: error))
             throw error
         }
     }
@@ -47,7 +48,7 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
 
     deinit {
         // Dropped before the end: stop the server and let the next operation drain.
-        abandon()
+        abandon(.cancelled)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
@@ -67,8 +68,12 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
         }
     }
 
-    private func abandon() {
-        if finish() { connection.leaveStream(id) }
+    /// Ends the stream early (an error, a cancel, dropped), counted as `outcome` (the stream is one operation in
+    /// `resourcekit_operations_total`, however many rows it took).
+    private func abandon(_ outcome: OperationOutcome) {
+        guard finish() else { return }
+        connection.handle?.recordOperation(outcome)
+        connection.leaveStream(id)
     }
 
     func nextRow() async throws -> PostgresRow? {
@@ -76,8 +81,9 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
         // While rows keep arriving the loop never waits, so cancellation is checked on every row too: a
         // consumer cancelled mid-stream stops the server instead of draining millions of rows.
         if Task.isCancelled || connection.handle?.isCancelled == true {
-            abandon()
-            throw connection.handle?.cancellationReason?.error ?? CancellationError()
+            let error = connection.handle?.cancellationReason?.error ?? CancellationError()
+            abandon(OperationOutcome(error: error))
+            throw error
         }
         var taker = RowTaker(cached: state.withLock { $0.columns })
         let end: PostgresConnection.ResultsEnd
@@ -90,7 +96,7 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
                 (end, taker) = try await waitForResults(taker)
             }
         } catch {
-            abandon()
+            abandon(OperationOutcome(error: error))
             throw error
         }
         if let failure = taker.failure { state.withLock { if $0.failure == nil { $0.failure = failure } } }
@@ -98,7 +104,10 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
         case .paused:
             if taker.unsupported {
                 connection.markBroken()
-                if finish() { connection.end() }
+                if finish() {
+                    connection.handle?.recordOperation(.failed)
+                    connection.end()
+                }
                 throw PostgresError(.invalidQuery, "unexpected result in a stream")
             }
             if taker.cached == nil, let columns = taker.row?.columns { state.withLock { $0.columns = columns } }
@@ -107,11 +116,13 @@ public final class PostgresRowStream: AsyncSequence, Sendable {
             guard finish() else { return nil }
             connection.end()
             if let failure = state.withLock({ $0.failure }) {
-                if failure.isQueryCanceled && ourCancel {
-                    throw connection.handle?.cancellationReason?.error ?? CancellationError()
-                }
-                throw failure
+                let error =
+                    failure.isQueryCanceled && ourCancel
+                    ? connection.handle?.cancellationReason?.error ?? CancellationError() : failure
+                connection.handle?.recordOperation(OperationOutcome(error: error))
+                throw error
             }
+            connection.handle?.recordOperation(.completed)
             return nil
         }
     }

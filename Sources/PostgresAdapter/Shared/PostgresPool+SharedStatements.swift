@@ -73,6 +73,19 @@ extension PostgresPool {
             }
             return try await connection.runStandalone(statement)
         }
+        do {
+            let result = try await runShared(statement)
+            registry.recordOperation(.completed, kind: PostgresConnection.kind)
+            return result
+        } catch {
+            // Counted here: the statement ran on a connection the caller never held.
+            registry.recordOperation(OperationOutcome(error: error), kind: PostgresConnection.kind)
+            throw error
+        }
+    }
+
+    /// Queues `statement` for a shared connection's next batch and waits for its result.
+    private func runShared(_ statement: PostgresStatement) async throws -> PostgresResult {
         try Task.checkCancellation()
         let call = PoolWaiter(pool: self, id: nextID.add(1, ordering: .relaxed).newValue, kind: .statement)
         let links = CancellationLinks.joinCallersLevels(call)

@@ -40,10 +40,27 @@
 ///     the borrowing scope's).
 ///   - onCancel: stops the operation's external work; receives why.
 ///   - body: the operation.
+///
+/// Counting: an operation bound to a handle is one sample of its kind's `resourcekit_operations_total{kind,outcome}`
+/// (``OperationOutcome``: completed, cancelled, deadline exceeded, failed), when it ends.
 @inlinable
 public func withResourceOperation<Result>(
     boundTo handle: ResourceHandle?,
     deadline: ContinuousClock.Instant? = nil,
+    onCancel: @escaping @Sendable (CancellationReason) -> Void,
+    _ body: () async throws -> Result
+) async throws -> Result {
+    try await withResourceOperation(boundTo: handle, deadline: deadline, counted: true, onCancel: onCancel, body)
+}
+
+/// ``withResourceOperation(boundTo:deadline:onCancel:_:)``, and `counted: false` for an adapter that runs one
+/// caller's operation as several of these (a row stream's batches) and counts it once itself
+/// (``ResourceHandle/recordOperation(_:)``).
+@inlinable
+package func withResourceOperation<Result>(
+    boundTo handle: ResourceHandle?,
+    deadline: ContinuousClock.Instant? = nil,
+    counted: Bool,
     onCancel: @escaping @Sendable (CancellationReason) -> Void,
     _ body: () async throws -> Result
 ) async throws -> Result {
@@ -65,10 +82,12 @@ public func withResourceOperation<Result>(
             return try await body()
         }
         _ = operation.finish()
+        if counted { handle?.recordOperation(.completed) }
         return value
     } catch {
-        if let reason = operation.finish() { throw reason.error }
-        throw error
+        let thrown = operation.finish()?.error ?? error
+        if counted { handle?.recordOperation(OperationOutcome(error: thrown)) }
+        throw thrown
     }
 }
 

@@ -1,5 +1,5 @@
 /// What the registry counts for one kind, under its lock (the kind's cancellation latencies are recorded without
-/// it: ``LatencyRecorder``). The public view of both is `RegistrySnapshot.KindCounters` in
+/// it: ``KindRecorder``). The public view of both is `RegistrySnapshot.KindCounters` in
 /// `ResourceKitObservation`: the core counts, the observation module reads (Docs/Architecture.md, "Modules").
 package struct KindTally: Sendable {
     package var acquired: UInt64 = 0
@@ -16,7 +16,7 @@ package struct KindTally: Sendable {
 
 /// The storage of a fixed-size log-scale histogram of durations: nanosecond resolution, 8 buckets per power of two
 /// (about 9% bucket width), up to ~18 minutes. Recording is the core's (once per cancellation, into a
-/// ``LatencyRecorder``, which reads out as this value); quantiles and Prometheus buckets are read by
+/// ``KindRecorder``, which reads out as this value); quantiles and Prometheus buckets are read by
 /// `LatencyHistogram` in `ResourceKitObservation`.
 package struct LatencyBuckets: Sendable, Hashable {
     /// Buckets per power of two.
@@ -33,7 +33,7 @@ package struct LatencyBuckets: Sendable, Hashable {
         counts = Array(repeating: 0, count: Self.bucketCount)
     }
 
-    /// The value of samples recorded elsewhere (``LatencyRecorder``): `count` is the buckets' total; the extremes
+    /// The value of samples recorded elsewhere (``KindRecorder``): `count` is the buckets' total; the extremes
     /// are `nil` when there is no sample.
     package init(counts: [UInt64], sumNanoseconds: UInt64, minimumNanoseconds: UInt64, maximumNanoseconds: UInt64) {
         precondition(counts.count == Self.bucketCount, "one count per bucket")
@@ -99,6 +99,8 @@ package struct RegistryReading: Sendable {
     package let tallies: [String: KindTally]
     /// Each kind's cancellation latencies, by name (read from the recorders after the lock).
     package let latencies: [String: LatencyBuckets]
+    /// Each kind's operations by outcome, by name (read from the recorders after the lock).
+    package let operations: [String: [OperationOutcome: UInt64]]
     /// Kinds in the plugin table, by name.
     package let kinds: [ResourceKind]
     package let backgroundCloses: Int

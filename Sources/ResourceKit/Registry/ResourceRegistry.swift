@@ -52,8 +52,8 @@ public final class ResourceRegistry: Sendable {
     /// Mirrors `sink != nil` (written under the sink's lock): with no sink and no subscriber, events are not
     /// even built.
     private let hasSink = Atomic<Bool>(false)
-    /// Each kind's cancellation latencies, recorded without a lock.
-    private let latencies = LatencyRecorders()
+    /// Each kind's cancellation latencies and operation outcomes, recorded without a lock.
+    private let latencies = KindRecorders()
 
     /// Creates an empty registry.
     public init() {}
@@ -170,9 +170,11 @@ public final class ResourceRegistry: Sendable {
         }
         // Read after the lock: they are recorded without it.
         let latencies = Dictionary(uniqueKeysWithValues: kinds.map { ($0.name, self.latencies.reading(at: $0.index)) })
+        let operations = Dictionary(
+            uniqueKeysWithValues: kinds.map { ($0.name, self.latencies.outcomes(at: $0.index)) })
         return RegistryReading(
-            live: live.sorted { $0.info.id < $1.info.id }, tallies: tallies, latencies: latencies, kinds: kinds,
-            backgroundCloses: closes.count, takenAt: .now)
+            live: live.sorted { $0.info.id < $1.info.id }, tallies: tallies, latencies: latencies,
+            operations: operations, kinds: kinds, backgroundCloses: closes.count, takenAt: .now)
     }
 
     /// Whether anyone reads this registry's events (a subscriber or a sink): else they are not built, and a
@@ -278,6 +280,24 @@ public final class ResourceRegistry: Sendable {
             return
         }
         closes.start { _ = await BoundedClose.run(resource, timeout: timeout) }
+    }
+
+    /// Counts one operation of a resource of `kind` that ended with `outcome`, in `resourcekit_operations_total`:
+    /// for an adapter whose operations do not run in ``withResourceOperation(boundTo:deadline:onCancel:_:)`` and
+    /// that has no handle at hand (a statement a pool runs on a connection of its choosing). Lock-free; any thread.
+    public func recordOperation(_ outcome: OperationOutcome, kind: ResourceKind) {
+        if !latencies.isPrepared(kind.index) {
+            // A kind this registry has not seen yet: into the kinds table, so that a snapshot shows it.
+            state.withLock { state in
+                if state.see(kind) { latencies.prepare(kind.index) }
+            }
+        }
+        latencies.record(outcome, index: kind.index)
+    }
+
+    /// Counts one operation of a registered resource (its kind seen at registration). Lock-free.
+    func recordOperation(_ outcome: OperationOutcome, registeredKind kind: ResourceKind) {
+        latencies.record(outcome, index: kind.index)
     }
 
     /// Records one cancelled wait's latency for `kind` (a kind this registry saw: its handle's). Lock-free.

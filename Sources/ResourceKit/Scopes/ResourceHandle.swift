@@ -284,6 +284,15 @@ public final class ResourceHandle: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Counts one operation of this resource that ended with `outcome`, in its kind's
+    /// `resourcekit_operations_total{kind,outcome}` (Docs/Architecture.md, "What the registry counts"). For an
+    /// adapter whose operations do not run in ``withResourceOperation(boundTo:deadline:onCancel:_:)`` (which counts
+    /// each one bound to a handle by itself): call it once per operation, when the caller gets its result or error
+    /// (``OperationOutcome/init(error:)`` classifies the error). Lock-free, any thread; a closed handle still counts.
+    public func recordOperation(_ outcome: OperationOutcome) {
+        registry.recordOperation(outcome, registeredKind: kind)
+    }
+
     func recordCancellationLatency(nanoseconds: UInt64) {
         registry.recordCancellationLatency(nanoseconds: nanoseconds, kind: kind)
     }

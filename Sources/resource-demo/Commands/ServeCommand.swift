@@ -3,6 +3,7 @@ import DemoCommandLine
 import PostgresAdapter
 import ResourceKit
 import ResourceKitIO
+import ResourceKitPrometheus
 import SocketAdapter
 
 /// `resource-demo serve [--listen HOST:PORT] [--metrics HOST:PORT] [--postgres URL] [--pool N] [--max-connections N]
@@ -97,8 +98,8 @@ enum ServeCommand: Sendable {
             try await withThrowingDiscardingTaskGroup { group in
                 if let metricsListener {
                     group.addTask {
-                        try await MetricsEndpoint.run(
-                            metricsListener, registry: .shared, onEvent: report, shutdown: shutdown)
+                        try await MetricsEndpoint.serve(
+                            metricsListener, configuration: .init(onEvent: report, shutdown: shutdown))
                     }
                 }
                 // Each client in a scope of its own from its accept on (and, with --reactors, on the next reactor in

@@ -3,18 +3,18 @@ import Testing
 @testable import ResourceKit
 import ResourceKitObservation
 
-/// ``LatencyRecorder``: the lock-free form of a kind's cancellation latencies reads back as the histogram value
+/// ``KindRecorder``: the lock-free form of a kind's cancellation latencies reads back as the histogram value
 /// the same samples make, loses no sample recorded from many threads at once, and is found for every kind, past
 /// the registry's lock-free table too.
-@Suite struct LatencyRecorderTests {
+@Suite struct KindRecorderTests {
     @Test func hasOneAtomicPerBucketOfTheValue() {
-        #expect(LatencyRecorder.bucketCount == LatencyBuckets.bucketCount)
-        #expect(LatencyRecorder().reading() == LatencyBuckets())
+        #expect(KindRecorder.bucketCount == LatencyBuckets.bucketCount)
+        #expect(KindRecorder().reading() == LatencyBuckets())
     }
 
     @Test func readsBackAsTheValueOfTheSameSamples() {
         let samples: [UInt64] = [0, 1, 2, 7, 8, 100, 3_000, 45_678, 45_679, 1_000_000, 10_000_000_000]
-        let recorder = LatencyRecorder()
+        let recorder = KindRecorder()
         var value = LatencyBuckets()
         for sample in samples.shuffled() {
             recorder.record(nanoseconds: sample)
@@ -28,7 +28,7 @@ import ResourceKitObservation
     }
 
     @Test func samplesFromManyThreadsAtOnceAreAllCounted() async {
-        let recorder = LatencyRecorder()
+        let recorder = KindRecorder()
         let tasks = 8
         let perTask: UInt64 = 5_000
         await withTaskGroup(of: Void.self) { group in
@@ -53,10 +53,10 @@ import ResourceKitObservation
     @Test func everyKindRecordsIncludingOnesPastTheLockFreeTable() {
         let registry = ResourceRegistry()
         // Kind numbers are process-wide: this many new names reach past the table whatever the suite made.
-        let kinds = (0...LatencyRecorders.lockFreeKinds).map { ResourceKind(name: "test.latency.kind.\($0)") }
+        let kinds = (0...KindRecorders.lockFreeKinds).map { ResourceKind(name: "test.latency.kind.\($0)") }
         let early = kinds.min { $0.index < $1.index }!
         let later = kinds.max { $0.index < $1.index }!
-        #expect(later.index >= LatencyRecorders.lockFreeKinds)
+        #expect(later.index >= KindRecorders.lockFreeKinds)
         for kind in [early, later] {
             registry.registerKind(kind)
             registry.recordCancellationLatency(nanoseconds: 1_500, kind: kind)
@@ -73,8 +73,8 @@ import ResourceKitObservation
     }
 
     @Test func aKindRecordsBeforeItsRecorderWasPrepared() {
-        let recorders = LatencyRecorders()
-        for index in [0, LatencyRecorders.lockFreeKinds - 1, LatencyRecorders.lockFreeKinds, 1_000] {
+        let recorders = KindRecorders()
+        for index in [0, KindRecorders.lockFreeKinds - 1, KindRecorders.lockFreeKinds, 1_000] {
             #expect(recorders.reading(at: index).count == 0)
             recorders.record(nanoseconds: 700, index: index)
             recorders.prepare(index)  // a later prepare keeps what was recorded

@@ -1,22 +1,40 @@
 import Synchronization
 
-/// One kind's cancellation latencies in one registry, recorded without a lock: every cancelled wait bound to a
-/// handle records one sample on its way out, and ten thousand of them cancelled at once used to queue on the
-/// registry's lock for it (Docs/Architecture.md, "State machines and their owners"). Each field is an atomic of
+/// What one registry records for one kind without a lock: its cancellation latencies and its operations' outcomes.
+/// Every cancelled wait bound to a handle records one sample on its way out, and every operation one outcome (a
+/// query per call: the hottest path); ten thousand waits cancelled at once used to queue on the registry's lock
+/// for it (Docs/Architecture.md, "State machines and their owners"). Each field is an atomic of
 /// its own, so a reading taken while samples arrive may count a sample in its bucket and not yet in the sum: the
 /// count is the buckets' total (always consistent with the quantiles), the sum and the extremes may trail it by
 /// the samples in flight.
-package final class LatencyRecorder: Sendable {
-    /// `LatencyBuckets.bucketCount` buckets (a literal here: a generic argument; `LatencyRecorderTests` holds
+package final class KindRecorder: Sendable {
+    /// `LatencyBuckets.bucketCount` buckets (a literal here: a generic argument; `KindRecorderTests` holds
     /// the two equal).
     private let counts: InlineArray<320, Atomic<UInt64>>
     private let sumNanoseconds = Atomic<UInt64>(0)
     /// `UInt64.max` until the first sample.
     private let minimumNanoseconds = Atomic<UInt64>(.max)
     private let maximumNanoseconds = Atomic<UInt64>(0)
+    /// Operations ended, by `OperationOutcome.rawValue`.
+    private let outcomes: InlineArray<4, Atomic<UInt64>>
 
     package init() {
         counts = InlineArray { _ in Atomic(0) }
+        outcomes = InlineArray { _ in Atomic(0) }
+    }
+
+    /// Counts one operation that ended with `outcome`. Lock-free; any thread.
+    package func record(_ outcome: OperationOutcome) {
+        outcomes[outcome.rawValue].wrappingAdd(1, ordering: .relaxed)
+    }
+
+    /// The operations counted so far, by outcome.
+    package func outcomeCounts() -> [OperationOutcome: UInt64] {
+        var counts: [OperationOutcome: UInt64] = [:]
+        for outcome in OperationOutcome.allCases {
+            counts[outcome] = outcomes[outcome.rawValue].load(ordering: .relaxed)
+        }
+        return counts
     }
 
     /// The number of buckets, for the test that holds it equal to `LatencyBuckets.bucketCount`.
