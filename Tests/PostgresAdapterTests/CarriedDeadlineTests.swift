@@ -70,6 +70,26 @@ import Testing
         }
     }
 
+    /// A pooled connection carries its session reset in front of the statement and the deadline with it: the
+    /// server's timeout is still the deadline's, whichever side stops the statement first.
+    @Test func aPooledStatementCarryingItsResetAndDeadlineEndsInDeadlineExceeded() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        let pool = try PostgresPool(conninfo: conninfo, maxConnections: 1, registry: ResourceRegistry())
+        for round in 1...8 {
+            do {
+                try await withResourceScope("pooled.carried", deadline: .now + .milliseconds(150)) { _ in
+                    _ = try await pool.withConnection { try await $0.execute("SELECT pg_sleep(2)") }
+                }
+                Issue.record("round \(round): the statement outlived its deadline")
+            } catch is DeadlineExceededError {
+            } catch {
+                Issue.record("round \(round): \(error)")
+            }
+        }
+        #expect(try await pool.withConnection { try await $0.query("SELECT 1") }.count == 1)
+        await pool.shutdown()
+    }
+
     @Test func turnedOffNothingIsCarried() async throws {
         let conninfo = try await TestDatabase.conninfo()
         try await withResourceScope("carried.off", deadline: .now + .seconds(20), registry: ResourceRegistry()) {

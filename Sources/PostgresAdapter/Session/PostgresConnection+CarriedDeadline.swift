@@ -14,13 +14,21 @@ import ResourceKit
 extension PostgresConnection {
     /// Saves the session's timeout, sets `$1` milliseconds unless the session's own is shorter, and records what it
     /// set (the inner `set_config` returns it); says whether the carried one is in force.
+    ///
+    /// The session's timeout in milliseconds is read from `current_setting`, whose text (`0`, `500ms`, `30s`,
+    /// `1min`, `2h`, `1d`: a time setting is shown in its largest exact unit) is valid interval input. Not the
+    /// `pg_settings` view: it builds every setting's row on each call, which made the prelude several times the
+    /// cost of the statement it carried (Docs/Guides/Adapters.md, "What a deadline does on each Postgres path").
+    /// `OFFSET 0` keeps the planner from folding the subquery into the outer query: folded, its `current_setting`
+    /// would be read again after the outer `set_config` changed it, and the carried timeout would look not in
+    /// force (`CarriedDeadlineTests.aPooledStatementCarryingItsResetAndDeadlineEndsInDeadlineExceeded`).
     static let carryPrelude = """
         SELECT set_config('resourcekit.statement_timeout', s.setting, true), \
         set_config('resourcekit.carried_timeout', set_config('statement_timeout', \
         CASE WHEN s.ms = 0 OR s.ms > $1::int8 THEN $1::int8::text ELSE s.setting END, true), true), \
         s.ms = 0 OR s.ms > $1::int8 \
-        FROM (SELECT setting::int8 AS ms, current_setting('statement_timeout') AS setting \
-        FROM pg_settings WHERE name = 'statement_timeout') AS s
+        FROM (SELECT (extract(epoch FROM current_setting('statement_timeout')::interval) * 1000)::int8 AS ms, \
+        current_setting('statement_timeout') AS setting OFFSET 0) AS s
         """
     /// Restores the timeout the prelude saved, unless the statement itself changed it (`SET LOCAL
     /// statement_timeout`): then the statement's own setting stays.
