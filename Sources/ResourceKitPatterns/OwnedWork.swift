@@ -91,11 +91,28 @@ public struct OwnedWorkContext: Sendable {
     /// The work's own scope, a root scope: a request that started or observes the work does not own it.
     public let scope: ResourceScope
     private let reporter: @Sendable (Double) -> Void
+    private let shutdownBegan: OneShotEvent
 
-    init(key: String, scope: ResourceScope, reporter: @escaping @Sendable (Double) -> Void) {
+    init(
+        key: String, scope: ResourceScope, shutdownBegan: OneShotEvent,
+        reporter: @escaping @Sendable (Double) -> Void
+    ) {
         self.key = key
         self.scope = scope
+        self.shutdownBegan = shutdownBegan
         self.reporter = reporter
+    }
+
+    /// Whether the owner's ``ResourceOwner/shutdown()`` began: its grace period runs, and the work is cancelled when
+    /// it ends. Work that can end early at a good point (a checkpoint written, a batch handed back) may do so now.
+    public var shutdownHasBegun: Bool { shutdownBegan.isSet }
+
+    /// Returns once the owner's ``ResourceOwner/shutdown()`` began (at once if it has).
+    ///
+    /// Cancellation: throws `CancellationError` when the work is cancelled first (its task, or the end of the
+    /// grace period), and `DeadlineExceededError` when the work's scope has a deadline that passes first.
+    public func waitUntilShutdownBegins() async throws {
+        try await shutdownBegan.wait()
     }
 
     /// Publishes progress (by convention 0...1) to every observer.

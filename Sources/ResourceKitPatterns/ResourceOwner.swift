@@ -131,7 +131,10 @@ public final class ResourceOwner: Sendable {
             let outcome = await withoutResourceScope {
                 await withOutcome {
                     try await withResourceScope(label, registry: registry) { scope in
-                        try await work(OwnedWorkContext(key: key, scope: scope) { [weak owned] in owned?.report($0) })
+                        try await work(
+                            OwnedWorkContext(key: key, scope: scope, shutdownBegan: shutdownStarted) {
+                                [weak owned] in owned?.report($0)
+                            })
                     }
                 }
             }

@@ -43,6 +43,27 @@ import ResourceKitObservation
         #expect(throws: ResourceKitError.self) { _ = try owner.run(key: "late") { _ in 1 } }
     }
 
+    /// Work can learn that its owner's shutdown began, and end at a good point within the grace instead of being
+    /// cancelled at its end.
+    @Test func workObservesThatShutdownBegan() async throws {
+        let owner = ResourceOwner("sync", gracePeriod: .seconds(60), registry: ResourceRegistry())
+        let started = OneShotEvent()
+        let sawBefore = Locked<Bool?>(nil)
+        let work = try owner.run(key: "sync-1") { context -> String in
+            sawBefore.withLock { $0 = context.shutdownHasBegun }
+            started.set()
+            try await context.waitUntilShutdownBegins()
+            return context.shutdownHasBegun ? "checkpointed" : "woke without a shutdown"
+        }
+        try await started.wait(deadline: .now + .seconds(10))
+        #expect(sawBefore.withLock { $0 } == false)
+        let began = ContinuousClock.now
+        let report = await owner.shutdown()
+        #expect(ContinuousClock.now - began < .seconds(30), "the work ended early, well inside its 60 s grace")
+        #expect(report.finishedInGrace == ["sync-1"] && report.cancelled.isEmpty)
+        #expect(try await work.outcome().value == "checkpointed")
+    }
+
     /// Two stages and a watchdog: one work finishes in the grace period, one is cancelled (its pipe torn
     /// down at once), one ignores cancellation and is reported, by an event and an error.
     @Test func shutdownGraceThenCancelThenWatchdog() async throws {
