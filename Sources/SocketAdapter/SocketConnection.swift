@@ -298,6 +298,24 @@ public final class SocketConnection: SynchronouslyClosedResource, BufferedByteRe
         }
     }
 
+    /// Ends this side's output (`shutdown(SHUT_WR)`: the peer reads its end of input) and reads what the peer still
+    /// sends, discarding it, until the peer's end of input, at most 1 MiB and `within` (500 ms by default, Go's
+    /// `net/http` `rstAvoidanceDelay`). Closing a socket with input unread makes the kernel send a reset, and a peer
+    /// that receives one fails its next read with `ECONNRESET`, the answers it had not read yet lost; a server calls
+    /// this before it closes a connection whose client may still be sending (a request pipelined behind the last
+    /// one answered, an over-long request refused).
+    ///
+    /// Cancellation: cancelling the calling task ends the draining at once. Never throws: a connection that fails
+    /// meanwhile has nothing left to protect.
+    public func endOutputAndDrain(within: Duration = .milliseconds(500)) async {
+        guard (try? shutdownWrite()) != nil else { return }
+        let until = ContinuousClock.now + within
+        var discarded = 0
+        while discarded < 1 << 20, let chunk = try? await receive(upTo: 65_536, deadline: until) {
+            discarded += chunk.count
+        }
+    }
+
     // MARK: ManagedResource
 
     /// Shuts the socket down in both directions (any thread, non-blocking, idempotent); blocked operations

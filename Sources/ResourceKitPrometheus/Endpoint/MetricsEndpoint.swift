@@ -55,22 +55,11 @@ public enum MetricsEndpoint {
                     : "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                 if let reply {
                     try await connection.write(reply)
-                    try await lingeringClose(connection)
+                    // Unread request bytes at the close would reset the connection under the response.
+                    await connection.endOutputAndDrain(within: requestDeadline)
                 }
                 watchdog.cancelAll()
             }
-        }
-    }
-
-    /// Ends the response with a half-close and reads what the client still sends until its end of stream (at most
-    /// 1 MiB; the client's watchdog bounds the time). Closing with unread request bytes in the socket would make
-    /// the kernel send a reset, which can destroy the response before the client reads it (a rejected over-long
-    /// request, a 503).
-    static func lingeringClose(_ connection: SocketConnection) async throws {
-        try connection.shutdownWrite()
-        var discarded = 0
-        while discarded < 1 << 20, let chunk = try await connection.receive(upTo: 65_536) {
-            discarded += chunk.count
         }
     }
 

@@ -65,6 +65,9 @@ public enum RequestSession {
     /// stops the reading (an idle session ends at once), and its grace's end cancels the running request's scope
     /// (with `CancellationError`: the handler may still answer, the connection is open), then the session returns
     /// ``Ending/shutDown``.
+    ///
+    /// Unless the peer is gone, the session ends with ``SocketConnection/endOutputAndDrain(within:)``: the client's
+    /// last answers are not lost to a reset by input it sent after them.
     /// - Throws: what `read` or `handle` threw, other than a ``SocketError`` (which means the peer is gone).
     public static func run<Request: Sendable>(
         on connection: SocketConnection,
@@ -78,7 +81,7 @@ public enum RequestSession {
         let ahead = Locked(0)
         let limit = max(1, maxAhead)
         let stops = ShutdownStops()
-        return try await withThrowingTaskGroup(of: Ending?.self) { group in
+        let ending = try await withThrowingTaskGroup(of: Ending?.self) { group in
             if let shutdown {
                 group.addTask {
                     try await shutdown.waitUntilBegun()
@@ -155,6 +158,9 @@ public enum RequestSession {
             }
             return .finished
         }
+        // Input left unread at the close would make the kernel send a reset (Docs/Architecture.md, "Serving").
+        if ending != .peerGone { await connection.endOutputAndDrain() }
+        return ending
     }
 
     private enum Item<Request: Sendable>: Sendable {
