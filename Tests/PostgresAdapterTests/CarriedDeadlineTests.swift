@@ -94,6 +94,7 @@ import Testing
         // fast-path cancel in 8 rounds when this was written), which is what this test is about.
         let operations = registry.snapshot().counters[PostgresConnection.kind.name]?.operations ?? [:]
         #expect(operations[.deadlineExceeded] == 8 && operations[.failed] == 0, "\(operations)")
+        #expect(operations[.completed] == 1, "the SELECT 1")
         await pool.shutdown()
     }
 

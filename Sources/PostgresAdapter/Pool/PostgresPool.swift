@@ -199,7 +199,15 @@ public final class PostgresPool: Sendable {
     /// Returning never waits: cleanup after a cancelled query runs in the pool's own background work.
     /// Cancellation: see the type's documentation.
     public func withConnection<T>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        let connection = try await lease()
+        let connection: PostgresConnection
+        do {
+            connection = try await lease()
+        } catch {
+            // The caller asked for work that ended before any statement ran (its deadline passed, or it was
+            // cancelled, while it waited for a connection): one operation in `resourcekit_operations_total`.
+            registry.recordOperation(OperationOutcome(error: error), kind: PostgresConnection.kind)
+            throw error
+        }
         CooperativeLoad.postgres.leaseTaken()
         defer { CooperativeLoad.postgres.leaseReturned() }
         let value: T

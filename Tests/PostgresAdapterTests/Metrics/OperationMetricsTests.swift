@@ -49,7 +49,9 @@ import Testing
         #expect(counts[.deadlineExceeded] == 1, "\(counts)")
         #expect(counts[.cancelled] == 1, "\(counts)")
         let latency = registry.snapshot().counters[PostgresConnection.kind.name]?.cancellationLatency
-        #expect((latency?.count ?? 0) >= 2, "the deadline's and the cancel's waits are timed")
+        // The cancelled caller's wait is timed (it was parked on the answer when the task was cancelled); the
+        // deadline's only when the client's timer stopped it, not when the server's carried timeout did.
+        #expect((latency?.count ?? 0) >= 1, "the cancel's wait is timed")
 
         let text = registry.prometheusExposition()
         for outcome in ["completed\"} 2", "failed\"} 1", "deadline_exceeded\"} 1", "cancelled\"} 1"] {
