@@ -75,7 +75,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
             let starting = inner.machine.isStarting
             let action = inner.machine.cancel(reason)
             if inner.recordsLatency, inner.cancelRequestedAt == nil, inner.machine.cancellationReason != nil {
-                inner.cancelRequestedAt = MonotonicNanoseconds.now
+                inner.cancelRequestedAt = StoredInstant.nanosecondsNow
             }
             let held = inPass && starting && inner.machine.cancellationReason != nil
             if held { inner.passesHolding += 1 }
@@ -249,7 +249,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
         guard let handle else { return }
         let requested = inner.withLock { $0.cancelRequestedAt }
         if let requested {
-            handle.recordCancellationLatency(nanoseconds: MonotonicNanoseconds.now &- requested)
+            handle.recordCancellationLatency(nanoseconds: StoredInstant.nanosecondsNow &- requested)
         }
     }
 }
@@ -286,7 +286,7 @@ struct CancellationHooks {
 struct CancellationCellState {
     var machine = CancellationStateMachine<CancellationWaiter>()
     var hooks = CancellationHooks()
-    /// When the cancel that won was requested (``MonotonicNanoseconds``).
+    /// When the cancel that won was requested (``StoredInstant/nanosecondsNow``).
     var cancelRequestedAt: UInt64?
     /// Bound to a handle: the cancel-to-resume latency is recorded in its registry.
     var recordsLatency = false

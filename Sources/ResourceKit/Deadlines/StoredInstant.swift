@@ -32,6 +32,21 @@ package struct StoredInstant: Sendable, Hashable, Comparable {
         return StoredInstant(.now)
     }
 
+    /// The clock ``now`` reads, as a count of nanoseconds since an unspecified start (only differences mean
+    /// anything), for short intervals timed on a hot path: a cancellation's latency from the cancel request to the
+    /// wait's return, a close's duration. A clock read and an integer subtraction; turning a `Duration` into
+    /// nanoseconds (or into a histogram bucket) divides a 128-bit integer, too slow for the read-cancel path
+    /// (Docs/Decisions/0006).
+    package static var nanosecondsNow: UInt64 {
+        #if os(Linux)
+        UInt64(bitPattern: bootTime())
+        #else
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
+        #endif
+    }
+
     private init(sinceOrigin: Duration) {
         self.sinceOrigin = sinceOrigin
     }

@@ -22,13 +22,13 @@ enum BoundedClose {
     /// Closes a ``SynchronouslyClosedResource`` inline, on the calling thread; untimed, a close that returns
     /// reports `.closed(.zero)` (two clock reads saved where nobody reads the duration).
     static func run(_ resource: any SynchronouslyClosedResource, timed: Bool) -> CloseOutcome {
-        let started = timed ? MonotonicNanoseconds.now : 0
+        let started = timed ? StoredInstant.nanosecondsNow : 0
         do {
             try resource.closeSynchronously()
         } catch {
             return .failed(error)
         }
         guard timed else { return .closed(.zero) }
-        return .closed(.nanoseconds(Int64(clamping: MonotonicNanoseconds.now &- started)))
+        return .closed(.nanoseconds(Int64(clamping: StoredInstant.nanosecondsNow &- started)))
     }
 }
