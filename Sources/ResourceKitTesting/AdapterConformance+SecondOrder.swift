@@ -88,12 +88,14 @@ extension AdapterConformance {
                     """
             case .failure(.threw(let error)):
                 return """
-                    round \(round): the resource was unusable after an operation-level cancel (\(which) threw \
-                    \(type(of: error))): cancelling one operation must leave a shared resource usable. Stop the \
-                    operation, not the resource: never shut the connection down from an operation's onCancel. If \
-                    the error is the library's "interrupted", a late cancel reached the next operation: deliver \
-                    an interrupt only while the cancelled call runs (BlockingPool.runInterruptible), never later \
-                    from a detached task.
+                    round \(round): after an operation-level cancel, \(which) threw \(type(of: error)): \
+                    \(String(describing: error).prefix(200)). Cancelling one operation must leave a shared resource \
+                    usable. The causes, most likely first: (1) the cancelled operation's late reply was an error \
+                    (the server reporting the stop: "query canceled", "UNBLOCKED") and this exchange read it as its \
+                    own: drain the cancelled operation's reply, an error reply included, before the next operation \
+                    starts; (2) a late interrupt reached this exchange (the library's "interrupted"): deliver it \
+                    only while the cancelled call runs (BlockingPool.runInterruptible), never later from a detached \
+                    task; (3) the operation's onCancel shut the connection down: stop the operation, not the resource.
                     """
             }
         }

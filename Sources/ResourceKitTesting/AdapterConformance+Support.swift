@@ -64,6 +64,12 @@ extension AdapterConformance {
                     )
                 }
                 await body(scope, resource, opened, &problems, &measurements)
+                if let ownedDescriptors {
+                    // Asked again before the scope ends: what the resource opened since (a cancel path's connection,
+                    // a reconnect) must be closed by the scope's end too, not only what it held when it was made.
+                    let later = DescriptorLedger.now()
+                    for fd in ownedDescriptors(resource) where opened[fd] == nil { opened[fd] = later.entries[fd] }
+                }
                 if let bodyThrows { throw bodyThrows }
             }
         } catch {

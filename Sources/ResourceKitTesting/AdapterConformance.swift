@@ -95,8 +95,10 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     ///     peer, a query waiting on a lock).
     ///   - completeOperation: makes a blocked `blockingOperation` complete (write to the peer, release the
     ///     lock); without it, the "cancel after completion" check is skipped.
-    ///   - ownedDescriptors: the descriptors the resource owns once made (its socket, its pipe ends). The leak
-    ///     check then looks at exactly these, and tests running at the same time cannot move it. Without it the
+    ///   - ownedDescriptors: the descriptors the resource owns now (its socket, its pipe ends, and whatever it
+    ///     opened since: a cancel path's control connection, a reconnect). The kit asks once the resource is made,
+    ///     while an operation blocks, and again before each check's scope ends; the leak check then looks at
+    ///     exactly these, and tests running at the same time cannot move it. Without it the
     ///     check diffs the whole process's descriptors across `make`, which is only right when nothing else in
     ///     the process opens or closes descriptors meanwhile (a serialized run with no other suite).
     ///   - testSideDescriptors: with the diff only: descriptors that `make` opened for the test's side (a peer

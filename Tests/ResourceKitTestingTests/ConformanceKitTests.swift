@@ -1,3 +1,4 @@
+import Glibc
 import ResourceKit
 import ResourceKitTesting
 import TestSupport
@@ -11,7 +12,7 @@ import Testing
             make: { scope in try await SeededPipe.open(bug: bug, in: scope) },
             blockingOperation: { pipe in try await pipe.readByte() },
             completeOperation: { pipe in pipe.writeByte() },
-            ownedDescriptors: { pipe in [pipe.readFD, pipe.writeFD] }
+            ownedDescriptors: { pipe in pipe.descriptors }
         )
     }
 
@@ -69,6 +70,22 @@ import Testing
         let forgotten = try await exclusively { await kit(.forgetsToClose).inTheTestProcess.run() }
         let forgottenCheck = forgotten.failures.first { $0.name == "the operation's own descriptors are released" }
         #expect(forgottenCheck?.failure?.contains("close() left 1 descriptor(s) open") == true, "\(forgotten)")
+    }
+
+    /// A descriptor that a cancel opened and the close forgot is not among those the resource held when it was made:
+    /// the kit asks for the resource's descriptors again before each scope ends, and reports it left open.
+    @Test func aDescriptorOpenedByACancelAndLeftOpenIsCaught() async throws {
+        defer {
+            let leaked = SeededPipe.leakedOnPurpose.withLock { fds in
+                defer { fds = [] }
+                return fds
+            }
+            for fd in leaked { Glibc.close(fd) }
+        }
+        let report = try await exclusively { await Self.kit(.leaksWhatCancelOpened).inTheTestProcess.run() }
+        let leaks = report.failures.filter { $0.failure?.contains("descriptor(s) open (pipe)") == true }
+        #expect(!leaks.isEmpty, "\(report)")
+        #expect(!SeededPipe.leakedOnPurpose.withLock { $0 }.isEmpty, "the seeded cancel opened nothing")
     }
 
     @Test(arguments: [

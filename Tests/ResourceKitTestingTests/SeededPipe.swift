@@ -24,7 +24,13 @@ final class SeededPipe: ManagedResource {
         /// The operation parks on its own continuation with a cancellation handler of its own (a cancel before it
         /// parked is remembered): correct on every count but one: it resumes before the stop hooks around it ran.
         case waitsOutsideResourceKit
+        /// `cancel()` opens a descriptor of its own (as a cancel path's control connection would) that `close()`
+        /// never closes: only a leak check that asks for the descriptors again at the scope's end sees it.
+        case leaksWhatCancelOpened
     }
+
+    /// Descriptors that `leaksWhatCancelOpened` left open, for the test to close once the kit has seen them.
+    static let leakedOnPurpose = Locked<[Int32]>([])
 
     struct Interrupted: Error {}
 
@@ -40,6 +46,11 @@ final class SeededPipe: ManagedResource {
     private let parked = Locked<CheckedContinuation<Void, any Error>?>(nil)
     /// `waitsOutsideResourceKit`: a cancel of the task came before the continuation parked.
     private let cancelledEarly = Locked(false)
+    /// `leaksWhatCancelOpened`: the descriptor its first `cancel()` opened.
+    private let openedByCancel = Locked<Int32?>(nil)
+
+    /// The descriptors the pipe owns now: its two ends, and what a cancel opened since.
+    var descriptors: [Int32] { [readFD, writeFD] + (openedByCancel.withLock { $0 }.map { [$0] } ?? []) }
 
     private init(bug: Bug?) throws {
         var fds: [Int32] = [0, 0]
@@ -131,6 +142,14 @@ final class SeededPipe: ManagedResource {
         switch bug {
         case .blockingCancel: usleep(20_000)
         case .nonIdempotentCancel: Glibc.close(readFD)
+        case .leaksWhatCancelOpened:
+            openedByCancel.withLock { opened in
+                guard opened == nil else { return }
+                let fd = fcntl(readFD, F_DUPFD_CLOEXEC, Self.reservedRange)
+                guard fd >= 0 else { return }
+                opened = fd
+                Self.leakedOnPurpose.withLock { $0.append(fd) }
+            }
         case .lostCancelBeforeStart, .ignoresTaskCancellation, .waitsOutsideResourceKit:
             resumeParked(throwing: CancellationError())
         default: break

@@ -146,10 +146,14 @@ public final class IOReactor: TaskExecutor, Sendable {
 
     /// ``wait(for:_:boundTo:deadline:)``, and when a cancel wins while the wait is parked, `afterCancel` runs on
     /// the canceller's thread right after the waiter resumed (as `CancellationCell`'s `afterCancel`: short,
-    /// non-blocking). An adapter that stops its external work per wait (a Postgres cancel request) passes it here
-    /// instead of wrapping its waits in an operation of their own.
+    /// non-blocking). An adapter that stops its external work per wait (a Postgres cancel request, a kill command
+    /// queued for a second connection) passes it here instead of wrapping its waits in an operation of their own.
+    ///
+    /// Cancellation: as ``wait(for:_:boundTo:deadline:)``; `afterCancel` runs at most once, with the reason, when a
+    /// cancel (the task, the handle or its scope, a deadline) ends this wait, and never for a wait that completed.
+    /// It must not block and must not take a lock held while a continuation is resumed.
     @discardableResult
-    package func wait(
+    public func wait(
         for fd: Int32,
         _ interest: IOInterest,
         boundTo handle: ResourceHandle?,

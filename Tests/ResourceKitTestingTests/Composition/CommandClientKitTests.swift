@@ -36,6 +36,7 @@ import Testing
 
     @Test(arguments: [
         (CommandClient.Bug.lateReplyLeaks, "reuse after an operation-level cancel", "instead of its own reply"),
+        (.lateReplyFailsTheNext, "reuse after an operation-level cancel", "SeededLateReply: a reply that was not ours"),
         (.droppedDeadlineReason, "a scope deadline surfaces", "instead of DeadlineExceededError"),
         (.externalWorkNotStopped, "external work stops on an operation-level cancel", "stop the work in its onCancel"),
         (.writeInCancelledTask, "checkpoint", "must be a checkpoint"),

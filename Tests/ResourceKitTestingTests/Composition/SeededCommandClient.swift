@@ -7,6 +7,9 @@ extension CommandClient {
     enum Bug: String, CaseIterable, Sendable {
         /// Replies are not matched to their command: a cancelled command's late reply is returned to the next.
         case lateReplyLeaks
+        /// A reply with another command's tag (a cancelled command's late reply) is taken as this command's
+        /// failure, as a client that reads a late "query canceled" error as its own would.
+        case lateReplyFailsTheNext
         /// A deadline is reported as `CancellationError`.
         case droppedDeadlineReason
         /// An operation-level cancel wakes the caller but leaves the command blocked on the server.
@@ -43,6 +46,7 @@ extension CommandClient {
                 while let line = try await parts.commands.readLine() {
                     let (replyTag, reply) = (line.prefix { $0 != " " }, String(line.drop { $0 != " " }.dropFirst()))
                     if bug == .lateReplyLeaks || replyTag == tag { return reply }
+                    if bug == .lateReplyFailsTheNext { throw SeededLateReply(line: line) }
                 }
                 throw CommandClientError.protocolViolation
             }
@@ -50,4 +54,10 @@ extension CommandClient {
             throw CancellationError()
         }
     }
+}
+
+/// What ``CommandClient/Bug/lateReplyFailsTheNext`` throws: the reply line it took for its own failure.
+struct SeededLateReply: Error, CustomStringConvertible {
+    let line: String
+    var description: String { "a reply that was not ours: \(line)" }
 }
