@@ -93,9 +93,10 @@ extension AdapterConformance {
                     usable. The causes, most likely first: (1) the cancelled operation's late reply was an error \
                     (the server reporting the stop: "query canceled", "UNBLOCKED") and this exchange read it as its \
                     own: drain the cancelled operation's reply, an error reply included, before the next operation \
-                    starts; (2) a late interrupt reached this exchange (the library's "interrupted"): deliver it \
-                    only while the cancelled call runs (BlockingPool.runInterruptible), never later from a detached \
-                    task; (3) the operation's onCancel shut the connection down: stop the operation, not the resource.
+                    starts; (2) if the value is the library's "interrupted", a late cancel reached the next \
+                    operation: deliver an interrupt only while the cancelled call runs \
+                    (BlockingPool.runInterruptible), never later from a detached task; (3) the operation's \
+                    onCancel shut the connection down: stop the operation, not the resource.
                     """
             }
         }

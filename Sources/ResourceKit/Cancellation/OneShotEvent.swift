@@ -42,13 +42,19 @@ public final class OneShotEvent: Sendable {
     /// Waits until the event is set.
     ///
     /// Cancellation: throws `CancellationError` at once when the task is cancelled (the event is unaffected),
-    /// unless `shielded`; ``DeadlineExceededError`` when `deadline` passes (shielded or not).
-    public func wait(deadline: ContinuousClock.Instant? = nil, shielded: Bool = false) async throws {
+    /// unless `shielded`; ``DeadlineExceededError`` when `deadline` passes (shielded or not). With `handle`, a
+    /// cancel of that resource, of its scope or the scope's deadline ends the wait too, shielded or not, with its
+    /// reason (a deadline as ``DeadlineExceededError``), and the wait is one of the handle's running operations: an
+    /// adapter's "wait until the connection is free" (a drain still holds it) stops when the resource is cancelled,
+    /// as its other waits do. A handle that is already cancelled ends the wait before it parks.
+    public func wait(
+        boundTo handle: ResourceHandle? = nil, deadline: ContinuousClock.Instant? = nil, shielded: Bool = false
+    ) async throws {
         if isSet { return }
         let cell = CancellationCell<Void>()
         let id = WaiterQueue<CancellationCell<Void>>.ID(UInt(bitPattern: ObjectIdentifier(cell)))
         try await cell.run(
-            deadline: deadline, shielded: shielded,
+            boundTo: handle, deadline: deadline, shielded: shielded,
             onCancel: { [weak self] reason in
                 // Dropped, not resumed: the cell has resumed its waiter with the reason already.
                 _ = self?.state.withLock { $0.waiters.cancel(id, reason: reason, asked: true) }
