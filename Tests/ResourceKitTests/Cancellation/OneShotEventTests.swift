@@ -60,10 +60,20 @@ import Testing
         }
     }
 
-    @Test func theScopesDeadlineEndsABoundWaitAsDeadlineExceeded() async throws {
-        try await withParkedWait(deadline: .now + .seconds(1)) { _, handle, _, waiter in
+    @Test func aDeadlineOnTheBoundResourceEndsTheWaitAsDeadlineExceeded() async throws {
+        try await withParkedWait { _, handle, _, waiter in
+            handle.cancel(.deadlineExceeded(.now))
             await #expect(throws: DeadlineExceededError.self) { try await waiter.value }
-            #expect(handle.isCancelled)
+        }
+    }
+
+    /// The scope's own deadline, with no wait for the park: whether the deadline passes before the wait parks or
+    /// after, the wait ends with it (a handle already cancelled ends the wait before it parks).
+    @Test func theScopesDeadlineEndsABoundWaitAsDeadlineExceeded() async throws {
+        try await withResourceScope("event", deadline: .now + .milliseconds(100), registry: ResourceRegistry()) {
+            scope in
+            let handle = try await scope.register(RecordingResource("r", log: CloseLog()), kind: Self.kind, label: "r")
+            await #expect(throws: DeadlineExceededError.self) { try await OneShotEvent().wait(boundTo: handle) }
         }
     }
 
