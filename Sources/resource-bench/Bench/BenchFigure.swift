@@ -1,5 +1,14 @@
 import DemoCommandLine
 import Foundation
+import Glibc
+
+/// The CPU time this process has used so far, in seconds: every thread, user and system
+/// (`CLOCK_PROCESS_CPUTIME_ID`, to the nanosecond).
+func processCPUSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}
 
 /// Samples of one quantity, with quantiles.
 struct Samples: Sendable {

@@ -8,14 +8,6 @@ import ResourceKitProcesses
 /// Issue #15's figures: throughput and CPU per query under concurrency against 16 blocking libpq threads,
 /// COPY both ways against `psql \copy`, and a pipeline against sequential queries.
 enum BulkBench {
-    /// User + system CPU time of this process, in seconds.
-    static func cpuSeconds() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
-    }
-
     /// Where a load's tasks run and which pool they lease from.
     enum Placement: Equatable {
         /// Plain child tasks on the cooperative pool, one pool of 16 on the shared reactor.
@@ -192,11 +184,11 @@ enum BulkBench {
 
     /// Queries per second and this process's CPU microseconds per query of `body`, which makes `queries` queries.
     static func measure(queries: Int, _ body: () async throws -> Void) async throws -> (qps: Double, cpu: Double) {
-        let cpu = cpuSeconds()
+        let cpu = processCPUSeconds()
         let start = ContinuousClock.now
         try await body()
         let elapsed = Samples.convert(.now - start, to: "ms") / 1000
-        return (Double(queries) / elapsed, (cpuSeconds() - cpu) * 1e6 / Double(queries))
+        return (Double(queries) / elapsed, (processCPUSeconds() - cpu) * 1e6 / Double(queries))
     }
 
     struct Copy {

@@ -1,22 +1,14 @@
-import Glibc
 import ResourceKit
 import ResourceKitObservation
 
 /// Figure 5: the cost of a scope with one registered no-op resource, beside a bare
 /// `withTaskCancellationHandler` around a no-op and beside the plain mechanics a scope cannot do without.
 ///
-/// Each batch is timed in the CPU time of the whole process (`CLOCK_PROCESS_CPUTIME_ID`), not the wall clock: the
+/// Each batch is timed in the CPU time of the whole process (``processCPUSeconds()``), not the wall clock: the
 /// loops run on one thread without suspending, so the two agree on a quiet machine, but with other processes busy
-/// beside the bench a wall-clock batch also holds the time the scheduler gave them, which made the ratio swing from
-/// 5 to 23 between runs. A hop to another thread would still be counted: its CPU is this process's too.
+/// beside the bench a wall-clock batch also holds the time the scheduler gave them (Benchmarks/History.md,
+/// 2026-12-06). A hop to another thread would still be counted: its CPU is this process's too.
 enum ScopeBench {
-    /// The CPU time this process has used so far, in nanoseconds (every thread, user and system).
-    static func processCPUNanoseconds() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
-        return Double(time.tv_sec) * 1e9 + Double(time.tv_nsec)
-    }
-
     final class NoOpResource: SynchronouslyClosedResource {
         func cancel() {}
         func closeSynchronously() {}
@@ -93,21 +85,21 @@ enum ScopeBench {
         let counter = Locked(0)
         let table = Locked<[ObjectIdentifier: String]>([:])
         for _ in 0..<batches {
-            var start = processCPUNanoseconds()
+            var start = processCPUSeconds()
             for _ in 0..<operations {
                 try await withResourceScope("bench", registry: registry) { scope in
                     try await scope.register(NoOpResource(), kind: kind, label: "noop")
                 }
             }
-            scope.values.append((processCPUNanoseconds() - start) / Double(operations))
-            start = processCPUNanoseconds()
+            scope.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
+            start = processCPUSeconds()
             for _ in 0..<operations {
                 try await withResourceScope("bench", registry: sinkRegistry) { scope in
                     try await scope.register(NoOpResource(), kind: kind, label: "noop")
                 }
             }
-            scopeWithSink.values.append((processCPUNanoseconds() - start) / Double(operations))
-            start = processCPUNanoseconds()
+            scopeWithSink.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
+            start = processCPUSeconds()
             for _ in 0..<operations {
                 await withTaskCancellationHandler {
                     counter.withLock { $0 += 1 }
@@ -115,12 +107,12 @@ enum ScopeBench {
                     counter.withLock { $0 -= 1 }
                 }
             }
-            bare.values.append((processCPUNanoseconds() - start) / Double(operations))
-            start = processCPUNanoseconds()
+            bare.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
+            start = processCPUSeconds()
             for _ in 0..<operations {
                 await plainScope(table: table)
             }
-            plain.values.append((processCPUNanoseconds() - start) / Double(operations))
+            plain.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
         }
         return (scope, scopeWithSink, bare, plain)
     }
