@@ -17,4 +17,9 @@ extension ResourceKitError.Code {
     public static let blockingPoolShutDown = Self("blockingPoolShutDown")
     /// The blocking pool's queue is full.
     public static let blockingPoolFull = Self("blockingPoolFull")
+    /// A ``ServerStop``'s drain failed or gave up: what the server still does for the connection is unknown, so
+    /// no operation runs on it. Reconnect, or close it.
+    public static let connectionBroken = Self("connectionBroken")
+    /// The ``ServerStop`` (and so its connection) was closed.
+    public static let serverStopClosed = Self("serverStopClosed")
 }

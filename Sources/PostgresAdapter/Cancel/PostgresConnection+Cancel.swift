@@ -1,6 +1,6 @@
 import CLibPQ
 import ResourceKit
-import ResourceKitIO
+public import ResourceKitIO
 
 #if canImport(Glibc)
 import Glibc
@@ -130,5 +130,104 @@ extension PostgresConnection {
         statistics.record(.resend)
         handle?.report("postgres.cancel.resent")
         requestCancel(id, resend: true)
+    }
+}
+
+/// `PostgresCancelChannel`, the fast cancel path: one warm control connection that stops a backend with
+/// `pg_cancel_backend` instead of a cancel request (which costs a new TCP connection and a server-side fork on
+/// every cancel).
+///
+/// Safe by construction (Docs/Architecture.md, "The Postgres adapter"):
+/// - it is used only for a connection whose backend was verified at connect (``PostgresBackendIdentity``:
+///   the pid libpq holds is the server's own), and only while the control connection is verified to reach
+///   the *same* server (postmaster start time and system identifier). Behind a pooler or a balancer that does
+///   not hold, and the cancel request (which every pooler forwards) is used instead;
+/// - the statement matches the backend by pid *and* start time, so a recycled pid never matches;
+/// - its result is read: `false`, no matching backend, an error, a missing privilege (`42501`) or a dead
+///   control connection each report ``PostgresCancelDelivery/notDelivered``, and the connection sends the same cancel as a
+///   cancel request at once;
+/// - a control connection that died is reopened lazily, with a backoff, when the channel was made with a
+///   way to reconnect. A cancel for a backend on another server than the control connection's (after a
+///   server restart, the new postmaster) first looks at the control connection without waiting: one the restart
+///   left dead is closed, and the next cancels find a verified one again.
+///
+/// One cancel at a time goes through the control connection; a cancel that finds it busy uses a cancel
+/// request. The connection's life (opened lazily, reopened with a backoff, one stop at a time, disabled when
+/// refused) is ResourceKitIO's `ControlChannel`, the same block the adapters for other servers use; the statement
+/// and the verification are the extension's below. Work the channel starts (the cancel statement, a reconnect) is owned by it
+/// and awaited by `close()`.
+public typealias PostgresCancelChannel = ControlChannel<PostgresConnection, PostgresServerIdentity>
+
+/// What became of one cancel given to a ``PostgresCancelChannel``.
+public enum PostgresCancelDelivery: Sendable, Hashable {
+    /// `pg_cancel_backend` returned `true` for the verified backend.
+    case delivered
+    /// Not delivered: send a cancel request.
+    case notDelivered
+}
+
+private let cancelStatement = """
+    SELECT pg_cancel_backend(a.pid) FROM pg_stat_get_activity($1) AS a \
+    WHERE (extract(epoch FROM a.backend_start) * 1000000)::int8 = $2
+    """
+
+private let closeControl: @Sendable (PostgresConnection) async -> Void = { await $0.handle?.close() }
+
+extension ControlChannel where Connection == PostgresConnection, Server == PostgresServerIdentity {
+    /// What became of one cancel given to the channel.
+    public typealias Delivery = PostgresCancelDelivery
+
+    /// The control connection's sockets, if it is open.
+    var controlDescriptors: [Int32] { current?.ownedDescriptors ?? [] }
+
+    /// Creates a channel over `control`, a connection used for nothing else, which the channel closes in
+    /// ``close()``. A control connection that dies is not replaced (there is no way to reconnect).
+    public convenience init(control: PostgresConnection) {
+        // Unverified (behind a pooler), it is of no use to a cancel, but the channel still owns it and closes it.
+        self.init(control: control, server: control.backendIdentity?.server, close: closeControl, isBroken: \.isBroken)
+    }
+
+    /// Creates a channel that opens its control connection with `connect` on first need, and again (with a
+    /// backoff from 100 ms up to 5 s) whenever it died.
+    public convenience init(connect: @escaping @Sendable () async throws -> PostgresConnection) {
+        self.init(
+            connect: {
+                let made = try await connect()
+                return (made, made.backendIdentity?.server)
+            },
+            close: closeControl, isBroken: \.isBroken)
+    }
+
+    /// The control connection's verified backend, if it has one now.
+    public var controlBackend: PostgresBackendIdentity? { current?.backendIdentity }
+
+    /// Starts cancelling `backend` on the control connection; `completion` runs once with the outcome, on a
+    /// task the channel owns. Returns `false` (and never calls `completion`) when the channel cannot try now:
+    /// no verified control connection on the backend's server, busy, disabled, or closed. Non-blocking: safe
+    /// from `onCancel`.
+    public func tryCancel(_ backend: PostgresBackendIdentity, completion: @escaping @Sendable (Delivery) -> Void)
+        -> Bool
+    {
+        // A control connection verified on another server than the backend's may be one the server's restart
+        // left dead (its socket closed under it): look without waiting, which marks it broken if so, so that it
+        // is dropped and a verified one opened rather than kept forever.
+        if let other = connectionToLookAt(before: backend.server) {
+            _ = other.isAliveWhileIdle()
+        }
+        return tryStart(on: backend.server) { control in
+            var outcome = Delivery.notDelivered
+            var refused = false
+            do {
+                let rows = try await control.executeInternally(cancelStatement, [backend.pid, backend.backendStart])
+                    .rows
+                if try rows.first?.decode(Bool?.self, at: 0) == true { outcome = .delivered }
+            } catch let error as PostgresError where error.sqlState == "42501" {
+                refused = true  // no privilege: every cancel uses cancel requests
+            } catch {
+                // A dead control connection is dropped by the next cancel and reopened.
+            }
+            completion(outcome)
+            return refused ? .refused : .ran
+        }
     }
 }

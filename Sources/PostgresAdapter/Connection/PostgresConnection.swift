@@ -1,6 +1,6 @@
 import CLibPQ
 public import ResourceKit
-import ResourceKitIO
+public import ResourceKitIO
 import Synchronization
 
 /// One Postgres connection through libpq's non-blocking API and the ResourceKit reactor. No libpq call that

@@ -74,8 +74,8 @@ struct ControlChannelStateMachine<Connection: AnyObject, Server: Equatable> {
     enum TryAction {
         /// Run the stop command on this connection, then report ``commandEnded(disable:)``.
         case start(Connection)
-        /// Use the owner's fallback (Postgres: a cancel request). Close `dead` (dropped here) and start a reconnect if `reconnect`, then report
-        /// ``reconnectEnded(_:now:)``.
+        /// Use the owner's fallback (Postgres: a cancel request). Close `dead` (dropped here) and start a reconnect
+        /// if `reconnect`, then report ``reconnectEnded(_:now:)``.
         case cannot(dead: Connection?, reconnect: Bool)
     }
 
