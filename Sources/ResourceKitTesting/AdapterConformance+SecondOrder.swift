@@ -1,4 +1,5 @@
 import ResourceKit
+import ResourceKitIO
 
 /// The checks for second-order bugs: what a cancel leaves behind for the *next* operation, the reason a
 /// deadline carries, work left running outside the process, and effects of operations that should never have
@@ -7,11 +8,18 @@ import ResourceKit
 extension AdapterConformance {
     /// At least ``Bounds/reuseRounds`` rounds on one resource: start the blocking operation in a task that does
     /// not own the resource, cancel that task at a random point, then run `exchange`: it must get its own reply.
+    ///
+    /// It also times, in the rounds whose operation was parked when cancelled, the cancel to the first exchange's
+    /// reply: the median must stay within ``Bounds/externalStop``. A shared connection whose operation is stopped on
+    /// the server (a cancel request, a kill sent on another connection) is free again only once the server's reply
+    /// to the stopped operation has come back on the operation's own socket; a stop sent late, or not repeated
+    /// after it overtook its operation, shows up here without a probe.
     func reuseAfterOperationCancel() async -> ConformanceReport.Check {
         let name = "reuse after an operation-level cancel"
         guard let exchange else { return Self.skipped(name, "no exchange given") }
         return await withFreshResource(name) { scope, resource, _, problems, measurements in
             var points = [0, 0, 0, 0]
+            var freeAgain: [Duration] = []
             for round in 0..<bounds.reuseRounds {
                 let (task, _) = Self.start(operation, on: resource)
                 let point = Int.random(in: 0..<4)
@@ -22,6 +30,7 @@ extension AdapterConformance {
                 case 2: await Self.blocked(scope, within: bounds.settle)  // parked
                 default: try? await Task.sleep(for: .microseconds(Int.random(in: 0...2_000)))  // anywhere
                 }
+                let cancelled = ContinuousClock.now
                 task.cancel()
                 let (ended, _) = await Self.wait(for: task, upTo: bounds.hang)
                 if ended == nil {
@@ -34,9 +43,27 @@ extension AdapterConformance {
                     )
                     break
                 }
-                if let problem = await exchangesAfterCancel(exchange, resource, round: round) {
+                var firstReply: ContinuousClock.Instant?
+                if let problem = await exchangesAfterCancel(exchange, resource, round: round, firstReply: &firstReply) {
                     problems.append(problem)
                     break
+                }
+                if point == 2, let firstReply { freeAgain.append(firstReply - cancelled) }
+            }
+            if let median = freeAgain.sorted().dropFirst(freeAgain.count / 2).first {
+                measurements.append("cancel to the next exchange's reply, median \(Self.text(median))")
+                if problems.isEmpty, median > bounds.externalStop {
+                    problems.append(
+                        """
+                        after a cancel of a parked operation, the next exchange's reply came \(Self.text(median)) \
+                        after the cancel (median of \(freeAgain.count) rounds; bound \
+                        \(Self.text(bounds.externalStop))): \
+                        the resource stayed held that long, because the server went on with the cancelled work. \
+                        Send the server's stop from the cancel path at once (withResourceOperation's onCancel), not \
+                        later from a detached task, and send it again until the operation's reply shows the stop \
+                        (ServerStop does both): a stop that overtakes its operation finds nothing to stop.
+                        """
+                    )
                 }
             }
             measurements.append(
@@ -51,7 +78,8 @@ extension AdapterConformance {
     /// Exchanges after a cancelled operation, at least ``Bounds/reuseWindow`` of them and back to back for at least
     /// ``Bounds/reuseWindowTime``: each must get its own reply. Returns the problem, if one did not.
     private func exchangesAfterCancel(
-        _ exchange: @escaping @Sendable (Resource, String) async throws -> String, _ resource: Resource, round: Int
+        _ exchange: @escaping @Sendable (Resource, String) async throws -> String, _ resource: Resource, round: Int,
+        firstReply: inout ContinuousClock.Instant?
     ) async -> String? {
         let started = ContinuousClock.now
         var step = 0
@@ -61,6 +89,7 @@ extension AdapterConformance {
             let which = step == 0 ? "the next exchange" : "exchange \(step + 1) after it"
             switch await Self.exchange(exchange, resource, token: token, within: bounds.hang) {
             case .success(let reply) where reply == token:
+                if step == 0 { firstReply = .now }
                 continue
             case .success(let reply):
                 return """
@@ -77,6 +106,13 @@ extension AdapterConformance {
                     still blocked on the server, a blocking call the cancel did not interrupt). Stop it in \
                     withResourceOperation's onCancel (a cancel request, an unblock command), or interrupt the call \
                     while it runs (BlockingPool.runInterruptible, which also ends the wait only when it returned).
+                    """
+            case .failure(.threw(let error as ResourceKitError)) where error.code == .connectionBroken:
+                return """
+                    round \(round): after a cancelled operation, \(which) found the connection broken: the cancelled \
+                    operation's reply never came back, so its drain gave up. The server went on with the cancelled \
+                    work: send a stop that ends it (a kill or unblock command on another connection, a cancel \
+                    request) from the cancel path, and again until the reply shows it took (ServerStop).
                     """
             case .failure(.threw(let error)) where error.isResourceCancellation:
                 return """

@@ -54,7 +54,8 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         /// From the cancelled operation's return to the probe seeing the external work stopped: "at once". Far
         /// above what the shipped adapters' probes need on a loaded 2-core VM (each kit report prints the figure),
         /// and below 200 ms, so that work which goes on that long is caught. Raise it for a probe that is slow to
-        /// answer.
+        /// answer. Also the bound, with no probe, on the median time from cancelling a parked operation to the next
+        /// exchange's reply in the reuse check: a shared connection is free again only once the server stopped.
         public var externalStop: Duration = .milliseconds(150)
         /// How long the probe must keep saying "stopped" once it first did: work that goes on (a probe that
         /// looked in a gap) shows up again within it.
