@@ -16,7 +16,7 @@ import Testing
     static let sourceFolders = [
         "Tests", "Docs/Blocks", "Examples/ProcessAdapter/Sources", "Examples/ProcessAdapter/Tests",
         "Examples/SQLiteAdapter/Sources", "Examples/SQLiteAdapter/Tests", "Examples/CurlAdapter/Sources",
-        "Examples/CurlAdapter/Tests",
+        "Examples/CurlAdapter/Tests", "Examples/RedisAdapter/Sources", "Examples/RedisAdapter/Tests",
     ]
 
     struct Block {
