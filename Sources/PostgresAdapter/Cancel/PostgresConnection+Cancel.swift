@@ -144,8 +144,8 @@ extension PostgresConnection {
 ///   not hold, and the cancel request (which every pooler forwards) is used instead;
 /// - the statement matches the backend by pid *and* start time, so a recycled pid never matches;
 /// - its result is read: `false`, no matching backend, an error, a missing privilege (`42501`) or a dead
-///   control connection each report ``PostgresCancelDelivery/notDelivered``, and the connection sends the same cancel as a
-///   cancel request at once;
+///   control connection each report ``PostgresCancelDelivery/notDelivered``, and the connection sends the same
+///   cancel as a cancel request at once;
 /// - a control connection that died is reopened lazily, with a backoff, when the channel was made with a
 ///   way to reconnect. A cancel for a backend on another server than the control connection's (after a
 ///   server restart, the new postmaster) first looks at the control connection without waiting: one the restart
@@ -154,8 +154,8 @@ extension PostgresConnection {
 /// One cancel at a time goes through the control connection; a cancel that finds it busy uses a cancel
 /// request. The connection's life (opened lazily, reopened with a backoff, one stop at a time, disabled when
 /// refused) is ResourceKitIO's `ControlChannel`, the same block the adapters for other servers use; the statement
-/// and the verification are the extension's below. Work the channel starts (the cancel statement, a reconnect) is owned by it
-/// and awaited by `close()`.
+/// and the verification are the extension's below. Work the channel starts (the cancel statement, a reconnect) is
+/// owned by it and awaited by `close()`.
 public typealias PostgresCancelChannel = ControlChannel<PostgresConnection, PostgresServerIdentity>
 
 /// What became of one cancel given to a ``PostgresCancelChannel``.

