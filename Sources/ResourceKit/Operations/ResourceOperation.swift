@@ -62,6 +62,11 @@ final class ResourceOperation: CancellableOperation {
         cancel(.cancelled)
     }
 
+    /// The reason of the cancel that reached the operation, if one did (``ResourceOperationToken``).
+    var cancellationReason: CancellationReason? {
+        machine.withLock { $0.reason }
+    }
+
     /// The body ended; the cancellation's reason if a cancel won first.
     @usableFromInline
     func finish() -> CancellationReason? {
