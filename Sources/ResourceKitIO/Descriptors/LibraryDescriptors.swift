@@ -45,6 +45,24 @@ public final class LibraryDescriptors: Sendable, DescriptorHolder {
         return true
     }
 
+    /// For a library with no socket hooks (hiredis, an SDK that reconnects inside its own calls): right after each
+    /// call into the library, hand over the one descriptor the library reports now (`nil`: none). A number the set
+    /// held that is not `fd` leaves it (its reactor waits fail with `ResourceKitError.Code.descriptorClosed`), and
+    /// `fd` enters it.
+    ///
+    /// The window, which hooks close and this cannot: between the library closing its old socket inside a call and
+    /// the refresh after that call, the set still holds the old number. A ``shutdownAll()`` in that window may shut
+    /// down whatever reused the number, and the refresh fails any reactor wait on it. Keep it short: refresh after
+    /// every call that may reconnect, on the thread that made the call, before waiting on anything.
+    public func refresh(current fd: Int32?) {
+        let gone = held.withLock { held -> [Int32] in
+            let gone = held.filter { $0 != fd }
+            held = fd.map { [$0] } ?? []
+            return Array(gone)
+        }
+        for old in gone { reactor.descriptorWillClose(old) }
+    }
+
     /// Shuts down (`SHUT_RDWR`) every descriptor the library holds now: its peers see the connection end and its
     /// waits wake. For `onCancel` and `cancel()`: synchronous, non-blocking, idempotent, any thread. The descriptors
     /// stay open and in the set; the library closes them through its hooks. Returns how many it shut down.

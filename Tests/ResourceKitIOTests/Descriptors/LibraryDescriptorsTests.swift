@@ -120,4 +120,37 @@ import Testing
             (error as? ResourceKitError)?.code == .descriptorClosed
         }
     }
+
+    /// A library with no hooks: the set follows the library's current socket after each call. A number that left
+    /// fails its waits; a shutdown reaches only the current one.
+    @Test func refreshFollowsAHooklessLibrarysCurrentSocket() async throws {
+        let reactor = IOReactor(name: "test.reactor.library.refresh")
+        defer { reactor.shutdown() }
+        let set = LibraryDescriptors(reactor: reactor)
+        let old = try Pair()
+        let new = try Pair()
+        defer {
+            old.close()
+            new.close()
+        }
+        set.refresh(current: old.library)
+        #expect(set.descriptors == [old.library])
+        // Owner: this test, which awaits it.
+        let parked = Task {
+            try await reactor.wait(for: old.library, .readable, heldBy: set, boundTo: nil, deadline: nil)
+        }
+        for await count in reactor.waitingDescriptorCounts() where count > 0 { break }
+        set.refresh(current: new.library)  // the library reconnected inside its last call
+        await #expect {
+            try await parked.value
+        } throws: { error in
+            (error as? ResourceKitError)?.code == .descriptorClosed
+        }
+        #expect(set.descriptors == [new.library])
+        set.shutdownAll()
+        #expect(new.peerRead() == 0)
+        #expect(old.peerRead() == -1, "the number the library gave back was not shut down")
+        set.refresh(current: nil)
+        #expect(set.descriptors.isEmpty)
+    }
 }
