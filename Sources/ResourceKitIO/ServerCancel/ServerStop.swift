@@ -35,7 +35,9 @@ public final class ServerStop: Sendable {
     /// The settings this object was made with.
     public let configuration: Configuration
     private let lease = ExclusiveLease()
-    private let machine = Locked(ServerStopStateMachine())
+    /// The decisions, and the current operation's stop once a cancel requested one: made then, not for every
+    /// operation, since most are never cancelled.
+    private let state = Locked<(machine: ServerStopStateMachine, stop: StopAttempt?)>((ServerStopStateMachine(), nil))
     private let work = OwnedTasks()
 
     public init(configuration: Configuration = Configuration()) {
@@ -46,7 +48,7 @@ public final class ServerStop: Sendable {
     public var isBusy: Bool { lease.isHeld }
 
     /// `true` once a drain failed: the connection's state on the server is unknown.
-    public var isBroken: Bool { machine.withLock { $0.state == .broken } }
+    public var isBroken: Bool { state.withLock { $0.machine.state == .broken } }
 
     /// Runs `body`, one operation on the connection, as described above.
     ///
@@ -74,7 +76,7 @@ public final class ServerStop: Sendable {
     ) async throws -> Result {
         try await lease.acquire(boundTo: handle)
         let operation: ServerStopStateMachine.Operation
-        switch machine.withLock({ $0.begin() }) {
+        switch state.withLock({ $0.machine.begin() }) {
         case .success(let begun): operation = begun
         case .failure(let error):
             lease.release()
@@ -82,15 +84,13 @@ public final class ServerStop: Sendable {
                 ? ResourceKitError(.connectionBroken, "an earlier cancelled operation's reply could not be drained")
                 : ResourceKitError(.serverStopClosed, "the connection's server stop was closed")
         }
-        let sendsEnded = OneShotEvent()
-        let replyRead = OneShotEvent()
         let outcome: Swift.Result<Result, any Error>
         do {
             outcome = .success(
                 try await withResourceOperation(
                     boundTo: handle,
                     onCancel: { _ in
-                        self.cancelRequested(operation, stop: stop, replyRead: replyRead, ended: sendsEnded)
+                        self.cancelRequested(operation, stop: stop)
                     },
                     body))
         } catch {
@@ -98,13 +98,17 @@ public final class ServerStop: Sendable {
         }
         let threw: Bool
         if case .failure = outcome { threw = true } else { threw = false }
-        switch machine.withLock({ $0.ended(operation, threw: threw) }) {
-        case .release:
+        let (action, attempt) = state.withLock { state in
+            defer { state.stop = nil }
+            return (state.machine.ended(operation, threw: threw), state.stop)
+        }
+        switch (action, attempt) {
+        case (.release, _), (_, nil):  // a stop is requested (and its attempt made) under the same lock: never nil
             lease.release()
-        case .settle:
-            replyRead.set()
-            work.start { await self.settle(operation, clean: true, after: sendsEnded) }
-        case .drain:
+        case (.settle, let attempt?):
+            attempt.replyRead.set()
+            work.start { await self.settle(operation, clean: true, after: attempt.sendsEnded) }
+        case (.drain, let attempt?):
             let deadline = ContinuousClock.now + configuration.giveUpAfter
             work.start {
                 var clean = true
@@ -113,8 +117,8 @@ public final class ServerStop: Sendable {
                 } catch {
                     clean = false
                 }
-                replyRead.set()
-                await self.settle(operation, clean: clean, after: sendsEnded)
+                attempt.replyRead.set()
+                await self.settle(operation, clean: clean, after: attempt.sendsEnded)
             }
         }
         return try outcome.get()
@@ -122,23 +126,28 @@ public final class ServerStop: Sendable {
 
     /// From the cancel path: starts the stop's sends the first time `operation` is cancelled.
     private func cancelRequested(
-        _ operation: ServerStopStateMachine.Operation, stop: @escaping @Sendable () async -> Void,
-        replyRead: OneShotEvent, ended: OneShotEvent
+        _ operation: ServerStopStateMachine.Operation, stop: @escaping @Sendable () async -> Void
     ) {
-        guard machine.withLock({ $0.cancelRequested(operation) }) else { return }
+        let attempt = state.withLock { state -> StopAttempt? in
+            guard state.machine.cancelRequested(operation) else { return nil }
+            state.stop = StopAttempt()
+            return state.stop
+        }
+        guard let attempt else { return }
+        let replyRead = attempt.replyRead
         let every = configuration.resendEvery
         let giveUp = ContinuousClock.now + configuration.giveUpAfter
         work.start {
             while true {
                 await stop()
-                guard !replyRead.isSet, self.machine.withLock({ $0.stopOwed(operation) }) else { break }
+                guard !replyRead.isSet, self.state.withLock({ $0.machine.stopOwed(operation) }) else { break }
                 guard ContinuousClock.now < giveUp else { break }
                 // The pause is the subject here (a stop that overtook its operation is repeated after it), not a
                 // wait for an event: the reply's arrival ends it early.
                 try? await replyRead.wait(deadline: min(ContinuousClock.now + every, giveUp))
                 if replyRead.isSet { break }
             }
-            ended.set()
+            attempt.sendsEnded.set()
         }
     }
 
@@ -147,14 +156,20 @@ public final class ServerStop: Sendable {
         async
     {
         try? await sendsEnded.wait(shielded: true)
-        machine.withLock { $0.settled(operation, clean: clean) }
+        state.withLock { $0.machine.settled(operation, clean: clean) }
         lease.release()
     }
 
     /// Ends the object: no operation begins after it; a drain under way goes on to its end (bounded by
     /// ``Configuration/giveUpAfter``) and so do the stop's sends; returns when they ended.
     public func close() async {
-        machine.withLock { $0.close() }
+        state.withLock { $0.machine.close() }
         await work.waitForAll()
     }
+}
+
+/// One cancelled operation's stop: its reply was read (the sends end), and its last send was answered.
+private final class StopAttempt: Sendable {
+    let replyRead = OneShotEvent()
+    let sendsEnded = OneShotEvent()
 }
