@@ -83,6 +83,7 @@ extension AdapterConformance {
                     return
                 }
                 slowest = max(slowest, (returned.withLock { $0 } ?? .now) - cancelled)
+                processRounds?.sample()
             }
             measurements.append("\(bounds.startRounds) rounds; slowest cancel to return \(Self.text(slowest))")
             guard let probe = externalWorkRunning else { return }

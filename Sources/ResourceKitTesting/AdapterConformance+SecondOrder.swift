@@ -49,6 +49,7 @@ extension AdapterConformance {
                     break
                 }
                 if point == 2, let firstReply { freeAgain.append(firstReply - cancelled) }
+                processRounds?.sample()
             }
             if let median = freeAgain.sorted().dropFirst(freeAgain.count / 2).first {
                 measurements.append("cancel to the next exchange's reply, median \(Self.text(median))")

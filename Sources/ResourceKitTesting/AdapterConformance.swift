@@ -22,7 +22,8 @@ public import ResourceKit
 /// own); a scope of the caller's that borrows the resource must stop it too, and not before the `onCancel` of a
 /// `withResourceOperation` around it ran (the one hook order); the scope must close the resource exactly once
 /// (after success, cancellation and failure) with every descriptor it opened released and nothing left in the
-/// registry.
+/// registry. Across its many-round checks it also reads the whole process's descriptors after every round:
+/// descriptors opened round after round and still open at the end fail, whether the resource reported them or not.
 ///
 /// Given a request/response pair (`exchange`) and a probe of the external work (`externalWorkRunning`), it
 /// also checks what a cancel leaves behind: after at least 100 operation-level cancels at random points the
@@ -86,6 +87,8 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
     let ownedDescriptors: (@Sendable (Resource) -> [Int32])?
     let exchange: (@Sendable (Resource, String) async throws -> String)?
     let externalWorkRunning: (@Sendable (Resource) async throws -> Bool)?
+    /// The whole process's descriptors round by round, during one ``run()``.
+    var processRounds: ProcessDescriptorRounds?
 
     /// Describes the adapter.
     /// - Parameters:
@@ -146,7 +149,13 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
                 "the other checks", "not run: with the cooperative pool held by the operations, they would stall")
             return ConformanceReport(adapter: name, checks: [pool, rest])
         }
-        var checks: [ConformanceReport.Check] = [pool]
+        var kit = self
+        kit.processRounds = ProcessDescriptorRounds()
+        return ConformanceReport(adapter: name, checks: [pool] + (await kit.checksAfterThePool()))
+    }
+
+    private func checksAfterThePool() async -> [ConformanceReport.Check] {
+        var checks: [ConformanceReport.Check] = []
         checks.append(await cancelBeforeStart())
         checks.append(await cancelWhileBlocked(viaScope: false))
         checks.append(await cancelWhileBlocked(viaScope: true))
@@ -161,6 +170,7 @@ public struct AdapterConformance<Resource: ManagedResource>: Sendable {
         checks.append(await externalWorkStops(viaResource: true))
         checks.append(await checkpoint())
         checks.append(await cancelAtTheStart())
-        return ConformanceReport(adapter: name, checks: checks)
+        checks.append(processDescriptorsAcrossRounds())
+        return checks
     }
 }

@@ -27,10 +27,22 @@ final class SeededPipe: ManagedResource {
         /// `cancel()` opens a descriptor of its own (as a cancel path's control connection would) that `close()`
         /// never closes: only a leak check that asks for the descriptors again at the scope's end sees it.
         case leaksWhatCancelOpened
+        /// Every cancelled read opens a descriptor (a kill connection per cancel) that nothing closes and the pipe
+        /// never reports: only the kit's count of the whole process's descriptors across its rounds sees it.
+        case leaksOnEveryCancelUnreported
     }
 
-    /// Descriptors that `leaksWhatCancelOpened` left open, for the test to close once the kit has seen them.
+    /// Descriptors that the seeded leaks left open, for the test to close once the kit has seen them.
     static let leakedOnPurpose = Locked<[Int32]>([])
+
+    /// Closes what the seeded leaks left open, once the kit has seen them.
+    static func closeLeakedOnPurpose() {
+        let leaked = leakedOnPurpose.withLock { fds in
+            defer { fds = [] }
+            return fds
+        }
+        for fd in leaked { Glibc.close(fd) }
+    }
 
     struct Interrupted: Error {}
 
@@ -105,6 +117,17 @@ final class SeededPipe: ManagedResource {
                 }
             } onCancel: {
                 self.resumeParked(throwing: CancellationError())
+            }
+            return
+        }
+        if bug == .leaksOnEveryCancelUnreported {
+            try await withTaskCancellationHandler {
+                _ = try await descriptor.readSome(upTo: 1, boundTo: handle.withLock { $0 }) {
+                    SystemError("read", errno: $0)
+                }
+            } onCancel: {
+                let fd = fcntl(readFD, F_DUPFD_CLOEXEC, Self.reservedRange)
+                if fd >= 0 { Self.leakedOnPurpose.withLock { $0.append(fd) } }
             }
             return
         }
