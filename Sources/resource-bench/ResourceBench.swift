@@ -37,7 +37,8 @@ enum BenchCommand: DemoCommand {
     static let name = "bench"
     static let usage = """
         resource-bench [bench] [--quick] [--core] [--json] [--postgres URL] [--report FILE.svg]
-               resource-bench --load TASKS [--on-reactor [--reactors N]] [--shared] [--quick] [--postgres URL]
+               resource-bench --load TASKS [--on-reactor [--reactors N]] [--shared] [--no-reset] [--quick]
+                              [--postgres URL]
                resource-bench --read-cancels N
                resource-bench --scopes N
                resource-bench --scale-cancels ROUNDS
@@ -50,7 +51,8 @@ enum BenchCommand: DemoCommand {
           --load: only the sweep's load, once: TASKS tasks over a pool of 16, 64,000 SELECT $1::int in all
             (6,400 with --quick), for `perf stat`; --on-reactor: the tasks prefer the reactor as their executor;
             --reactors N (1 to 16): a group of N reactors and a sharded pool of 16 over it, the tasks spread over them;
-            --shared: the tasks run shared statements (pool.query) instead of leasing a connection each.
+            --shared: the tasks run shared statements (pool.query) instead of leasing a connection each;
+            --no-reset: the pool does not reset a session between users (the reset's price, beside the default).
           --read-cancels N: only N cancels of a parked socket read beside N of the Swift floor, for `perf stat`.
           --scopes N: only N scopes with a no-op resource beside N of their plain mechanics, for `perf stat`.
           --scale-cancels ROUNDS: only the 10,000 blocked reads cancelled at once, ROUNDS times, each round's time.
@@ -60,14 +62,14 @@ enum BenchCommand: DemoCommand {
     static let valueFlags: Set<String> = [
         "--postgres", "--report", "--load", "--reactors", "--read-cancels", "--scopes", "--scale-cancels", "--check",
     ]
-    static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor", "--shared"]
+    static let switchFlags: Set<String> = ["--quick", "--core", "--json", "--on-reactor", "--shared", "--no-reset"]
     static func run(_ arguments: Arguments) async throws -> Int32 {
         if let tasks = try arguments.integer("--load", in: 1...10_000) {
             try await Bench.load(
                 tasks: tasks, onReactor: arguments.has("--on-reactor"),
                 reactors: try arguments.integer("--reactors", in: 1...16) ?? 1, shared: arguments.has("--shared"),
                 quick: arguments.has("--quick"),
-                postgres: arguments.value("--postgres"))
+                postgres: arguments.value("--postgres"), resets: !arguments.has("--no-reset"))
             return 0
         }
         if let rounds = try arguments.integer("--read-cancels", in: 1...1_000_000) {
@@ -85,8 +87,10 @@ enum BenchCommand: DemoCommand {
         if let thresholds = arguments.value("--check") {
             return try await BenchCheck.run(thresholds, postgres: arguments.value("--postgres"))
         }
-        if arguments.has("--on-reactor") || arguments.value("--reactors") != nil || arguments.has("--shared") {
-            throw UsageError("--on-reactor, --reactors and --shared go with --load TASKS")
+        if arguments.has("--on-reactor") || arguments.value("--reactors") != nil || arguments.has("--shared")
+            || arguments.has("--no-reset")
+        {
+            throw UsageError("--on-reactor, --reactors, --shared and --no-reset go with --load TASKS")
         }
         try await Bench.run(
             quick: arguments.has("--quick"), core: arguments.has("--core"), json: arguments.has("--json"),

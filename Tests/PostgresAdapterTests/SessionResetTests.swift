@@ -194,6 +194,33 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
+    /// The carried reset and the statement behind it leave in one TCP segment. libpq 15 flushes at each pipeline
+    /// sync, so without the cork around them they would be two writes: two segments, two wake-ups of the server.
+    @Test func theCarriedResetAndItsStatementLeaveInOneSegment() async throws {
+        let registry = ResourceRegistry()
+        let conninfo = try await TestDatabase.conninfo()
+        try await Self.withPool(conninfo, registry) { pool in
+            _ = try await pool.withConnection { try await $0.query("SELECT 1") }  // the next lessee owes the reset
+            let segments = try await pool.withConnection { connection in
+                let socket = connection.state.withLock { $0.socket }
+                let before = try #require(Self.dataSegmentsOut(socket), "no TCP_INFO: not a TCP connection")
+                #expect(try await connection.query("SELECT $1::int", [7]).count == 1)
+                return try #require(Self.dataSegmentsOut(socket)) - before
+            }
+            #expect(segments == 1)
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    /// The segments carrying data that TCP sent on `socket` (`tcpi_data_segs_out`, at byte 156 of the kernel's
+    /// `tcp_info`; the C library's struct ends before it).
+    static func dataSegmentsOut(_ socket: Int32) -> UInt32? {
+        var info = [UInt8](repeating: 0, count: 232)
+        var length = socklen_t(info.count)
+        guard getsockopt(socket, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, length >= 160 else { return nil }
+        return info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 156, as: UInt32.self) }
+    }
+
     /// A lessee that leaves a transaction open and its session changed inside it: the rollback comes first, the
     /// reset after it (a reset inside the block would be rolled back with it).
     @Test func aTransactionLeftOpenIsRolledBackThenTheSessionReset() async throws {

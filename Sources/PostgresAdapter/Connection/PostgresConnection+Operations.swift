@@ -110,6 +110,8 @@ extension PostgresConnection {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
             let prefixed = carryingReset && !singleRow && state.machine.takeSessionReset()
+            if prefixed { Self.corkSocket(state.socket, true) }
+            defer { if prefixed { Self.corkSocket(state.socket, false) } }
             if prefixed { try Self.queueSessionReset(conn, &state) }
             if let (deadline, milliseconds) = carry {
                 try Self.sendCarried(conn, sql, binds, milliseconds: milliseconds, &state)

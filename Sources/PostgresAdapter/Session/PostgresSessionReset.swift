@@ -1,5 +1,9 @@
 import CLibPQ
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What a pooled connection's session is reset to between users (Docs/Architecture.md, "Clean sessions"):
 /// `DISCARD ALL`. A session after it is a fresh connection's: settings back to the values the connection started
 /// with (its conninfo's `options` included), no prepared statements, cursors, `LISTEN`s, temporary tables,
@@ -37,6 +41,15 @@ extension PostgresConnection {
         }
         _ = state.machine.sessionResetSent()
         return true
+    }
+
+    /// Corks (`on`) or uncorks the connection's TCP socket around a carried reset and the statement behind it.
+    /// libpq 15's `PQpipelineSync` flushes, so the reset's sync and the statement's would leave as two writes: two
+    /// segments, two wake-ups of the server. Corked, they leave as one segment when uncorked. A Unix socket refuses
+    /// the option, and nothing changes there.
+    static func corkSocket(_ socket: Int32, _ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
     }
 
     /// Enters pipeline mode and queues the session reset's statements and a sync of their own, in front of the

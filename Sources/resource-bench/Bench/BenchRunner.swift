@@ -140,14 +140,27 @@ enum Bench {
                 progress.step("concurrency, COPY and pipelines")
                 // The sweep: 16, 64 and 256 tasks over the same pool of 16 (and 64 and 256 that prefer the reactor
                 // as their executor), each beside the same threads.
-                for concurrency in try await BulkBench.concurrency(
+                let sweep = try await BulkBench.concurrency(
                     queries: quick ? 6_400 : 64_000, batches: quick ? 2 : 5, conninfo: conninfo)
-                {
+                for concurrency in sweep {
                     rows.append(
                         BenchRow(figure: concurrency.oursQPS, reference: concurrency.rawQPS, target: .ratioAtLeast(1.0))
                     )
                     rows.append(
                         BenchRow(figure: concurrency.oursCPU, reference: concurrency.rawCPU, target: .ratioAtMost(1.5)))
+                }
+                // The carried session reset's price: the leased row beside the same row over a pool that resets
+                // nothing, in the same batches.
+                for resetless in sweep where resetless.placement == .withoutReset {
+                    guard
+                        let resetting = sweep.first(where: {
+                            $0.placement == .cooperative && $0.tasks == resetless.tasks
+                        })
+                    else { continue }
+                    rows.append(
+                        BenchRow(figure: resetting.oursQPS, reference: resetless.oursQPS, target: .ratioAtLeast(0.95)))
+                    rows.append(
+                        BenchRow(figure: resetting.oursCPU, reference: resetless.oursCPU, target: .ratioAtMost(1.05)))
                 }
                 let copy = try await BulkBench.copy(
                     rows: quick ? 100_000 : 1_000_000, rounds: quick ? 1 : 3, conninfo: conninfo)

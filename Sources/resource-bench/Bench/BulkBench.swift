@@ -20,6 +20,9 @@ enum BulkBench {
         case shared
         /// As `sharded`, with shared statements of the sharded pool (`pool.query`).
         case shardedShared
+        /// As `cooperative`, over a pool of 16 that does not reset a session between users: beside `cooperative`,
+        /// in the same batches, the price of the carried `DISCARD ALL`.
+        case withoutReset
     }
 
     /// One task count's figures beside the reference measured in the same batches.
@@ -38,6 +41,7 @@ enum BulkBench {
             let pool: String
             switch placement {
             case .cooperative: (whose, pool) = ("", "a pool of 16")
+            case .withoutReset: (whose, pool) = ("", "a pool of 16 with no session reset")
             case .reactor: (whose, pool) = (" on the reactor executor", "a pool of 16")
             case .sharded:
                 (whose, pool) = (" on \(IOReactorGroup.shared.count) reactors", "a sharded pool of 16")
@@ -58,21 +62,27 @@ enum BulkBench {
     /// reactor group, each leasing from its reactor's shard), then the shared statements (``PostgresPool/query(_:_:)``)
     /// for each count of `shared` over the pool and of `sharded` over the sharded pool, then the reference once (16
     /// threads, one blocking connection each); each run makes `queries` queries in all. Every row is compared with
-    /// the reference runs of its own batches.
+    /// the reference runs of its own batches. The counts of `withoutReset` run as the sweep's, over a second pool of
+    /// 16 that resets no session between users: the carried reset's price, measured in the same batches.
     static func concurrency(
         queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256],
-        sharded: [Int] = [64, 256], shared: [Int] = [16, 64, 256], conninfo: String
+        sharded: [Int] = [64, 256], shared: [Int] = [16, 64, 256], withoutReset: [Int] = [64], conninfo: String
     ) async throws -> [Concurrency] {
         var figures =
-            sweep.map { Concurrency(tasks: $0) } + onReactor.map { Concurrency(tasks: $0, placement: .reactor) }
+            sweep.map { Concurrency(tasks: $0) } + withoutReset.map { Concurrency(tasks: $0, placement: .withoutReset) }
+            + onReactor.map { Concurrency(tasks: $0, placement: .reactor) }
             + sharded.map { Concurrency(tasks: $0, placement: .sharded) }
             + shared.map { Concurrency(tasks: $0, placement: .shared) }
             + sharded.map { Concurrency(tasks: $0, placement: .shardedShared) }
         let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
+        let resetless = try PostgresPool(
+            conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry(),
+            session: PostgresSessionOptions(resetsBetweenUsers: false))
         let shardedPool = try PostgresShardedPool(
             conninfo: conninfo, maxConnections: 16, configuration: .init(registry: ResourceRegistry()))
         let raws = try (0..<16).map { _ in try RawLibPQConnection(conninfo) }
         try await warm(pool, connections: 16)
+        try await warm(resetless, connections: 16)
         for shard in shardedPool.shards { try await warm(shard, connections: shard.maxConnections) }
         for _ in 0..<batches {
             for index in figures.indices {
@@ -80,6 +90,8 @@ enum BulkBench {
                     switch figures[index].placement {
                     case .cooperative:
                         try await poolLoad(pool, tasks: figures[index].tasks, queries: queries)
+                    case .withoutReset:
+                        try await poolLoad(resetless, tasks: figures[index].tasks, queries: queries)
                     case .reactor:
                         try await poolLoad(
                             pool, tasks: figures[index].tasks, queries: queries, executor: IOReactor.shared)
@@ -111,6 +123,7 @@ enum BulkBench {
             }
         }
         await pool.shutdown()
+        await resetless.shutdown()
         await shardedPool.shutdown()
         return figures
     }

@@ -18,18 +18,21 @@ extension Bench {
     /// ``PostgresShardedPool`` of 16 over it, task `i` preferring reactor `i % reactors` (the bench's sharded rows,
     /// over a group of any size). With `shared` the tasks run shared statements (`pool.query`) instead of
     /// leasing a connection each (`withConnection`): on the plain pool, or on the sharded one with `--reactors`.
+    /// With `resets` false (`--no-reset`, the plain pool only) the pool does not reset a session between users: the
+    /// same load with and without the carried `DISCARD ALL` prices the reset.
     ///
     /// Prints one line: q/s and this process's CPU per query over the load (the pools' connects and warm-up, which
     /// `perf stat` also counts, are outside it). Without `--postgres` (or `DATABASE_URL`) it starts a throwaway
     /// cluster first, which `perf stat` then counts too.
     static func load(
-        tasks: Int, onReactor: Bool, reactors: Int, shared: Bool, quick: Bool, postgres: String?
+        tasks: Int, onReactor: Bool, reactors: Int, shared: Bool, quick: Bool, postgres: String?,
+        resets: Bool = true
     ) async throws {
         guard reactors == 1 || onReactor else { throw UsageError("--reactors goes with --on-reactor") }
         guard !(shared && onReactor && reactors == 1) else {
             throw UsageError("--shared goes with a plain pool or a sharded one (--on-reactor --reactors N)")
         }
-        let sharedNote = shared ? ", shared statements" : ""
+        let sharedNote = (shared ? ", shared statements" : "") + (resets ? "" : ", no session reset")
         // Every task makes the same number of queries, so the total is what is measured, not a rounded target.
         let perTask = (quick ? 6_400 : 64_000) / tasks
         guard perTask > 0 else { throw UsageError("--load: at most \(quick ? 6_400 : 64_000) tasks") }
@@ -63,7 +66,9 @@ extension Bench {
                 await pool.shutdown()
                 return
             }
-            let pool = try PostgresPool(conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry())
+            let pool = try PostgresPool(
+                conninfo: conninfo, maxConnections: 16, registry: ResourceRegistry(),
+                session: PostgresSessionOptions(resetsBetweenUsers: resets))
             do {
                 try await BulkBench.warm(pool, connections: 16)
                 let (qps, cpu) = try await BulkBench.measure(queries: queries) {
