@@ -17,52 +17,80 @@
 package struct WaiterQueue<Waiter> {
     package typealias ID = UInt64
 
-    private var parked: [(id: ID, waiter: Waiter)] = []
+    /// The parked waiters, first first, from `head` on. The slots before `head` were handed out (emptied, so that
+    /// nothing they held stays alive) and are dropped once they are most of the array: a pop moves nothing, where an
+    /// array's `removeFirst` moved every waiter behind it.
+    @usableFromInline var slots: [(id: ID, waiter: Waiter)?] = []
+    @usableFromInline var head = 0
     /// Cancels that reached a waiter before it asked; empty but for that instant.
-    private var cancelledBeforeAsking: [ID: CancellationReason] = [:]
+    @usableFromInline var cancelledBeforeAsking: [ID: CancellationReason] = [:]
 
     package init() {}
 
-    package var isEmpty: Bool { parked.isEmpty }
-    package var count: Int { parked.count }
+    @inlinable package var isEmpty: Bool { head == slots.count }
+    @inlinable package var count: Int { slots.count - head }
     /// The parked waiters, first first (for inspection: they stay parked).
-    package var waiters: [Waiter] { parked.map(\.waiter) }
+    package var waiters: [Waiter] { slots[head...].map { $0!.waiter } }
     /// Reasons kept for waiters that have not asked yet (for tests: `0` once every waiter asked).
     package var remembered: Int { cancelledBeforeAsking.count }
 
     /// Waiter `id` asks: the reason of a cancel that reached it before, if any (it must not park then; the reason is
     /// forgotten here), else `nil`.
-    package mutating func takeCancellation(of id: ID) -> CancellationReason? {
+    @inlinable package mutating func takeCancellation(of id: ID) -> CancellationReason? {
         guard !cancelledBeforeAsking.isEmpty else { return nil }
         return cancelledBeforeAsking.removeValue(forKey: id)
     }
 
     /// Parks `waiter` last.
-    package mutating func append(_ waiter: Waiter, id: ID) {
-        parked.append((id, waiter))
+    @inlinable package mutating func append(_ waiter: Waiter, id: ID) {
+        slots.append((id, waiter))
     }
 
     /// Parks `waiters` first, in their order (work that goes back to the front of the queue).
     package mutating func prepend(_ waiters: [(id: ID, waiter: Waiter)]) {
-        parked.insert(contentsOf: waiters, at: 0)
+        compact(force: true)
+        slots.insert(contentsOf: waiters.map { Optional($0) }, at: 0)
     }
 
     /// The first waiter, which leaves the queue.
-    package mutating func popFirst() -> Waiter? {
-        parked.isEmpty ? nil : parked.removeFirst().waiter
+    @inlinable package mutating func popFirst() -> Waiter? {
+        guard head < slots.count else { return nil }
+        let entry = slots[head].take()
+        head += 1
+        compact(force: false)
+        return entry?.waiter
     }
 
     /// Up to `count` waiters from the front, which leave the queue.
     package mutating func popFirst(_ count: Int) -> [Waiter] {
-        let taken = min(max(0, count), parked.count)
-        defer { parked.removeFirst(taken) }
-        return parked.prefix(taken).map(\.waiter)
+        let taken = min(max(0, count), self.count)
+        var waiters: [Waiter] = []
+        waiters.reserveCapacity(taken)
+        for index in head..<(head + taken) { waiters.append(slots[index].take()!.waiter) }
+        head += taken
+        compact(force: false)
+        return waiters
     }
 
     /// Every parked waiter, first first; the queue is left empty.
     package mutating func removeAll() -> [Waiter] {
-        defer { parked = [] }
-        return parked.map(\.waiter)
+        defer {
+            slots = []
+            head = 0
+        }
+        return waiters
+    }
+
+    /// Drops the handed-out slots: always when `force`, else once the queue is empty (keeping the array's storage)
+    /// or once they are more than half of a long array.
+    @inlinable mutating func compact(force: Bool) {
+        if head == slots.count {
+            slots.removeAll(keepingCapacity: true)
+            head = 0
+        } else if force || (head >= 32 && head * 2 >= slots.count) {
+            slots.removeFirst(head)
+            head = 0
+        }
     }
 
     /// What a cancel of one waiter found.
@@ -81,8 +109,10 @@ package struct WaiterQueue<Waiter> {
             if cancelledBeforeAsking[id] == nil { cancelledBeforeAsking[id] = reason }
             return .remembered
         }
-        guard let index = parked.firstIndex(where: { $0.id == id }) else { return .notParked }
-        return .removed(parked.remove(at: index).waiter)
+        guard let index = slots[head...].firstIndex(where: { $0?.id == id }) else { return .notParked }
+        let entry = slots.remove(at: index)!
+        compact(force: false)
+        return .removed(entry.waiter)
     }
 }
 
