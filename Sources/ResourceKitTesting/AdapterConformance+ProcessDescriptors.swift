@@ -71,9 +71,8 @@ extension AdapterConformance {
             """
         var failure: String?
         if inRounds >= max(10, rounds / 4) {
-            let kinds = Set(left.values.map { $0.split(separator: ":").first.map(String.init) ?? $0 }).sorted()
             failure = """
-                \(left.count) descriptor(s) (\(kinds.joined(separator: ", "))) opened in \(inRounds) of the \
+                \(left.count) descriptor(s) (\(Self.kinds(of: left))) opened in \(inRounds) of the \
                 kit's \(rounds) rounds were still open after every scope had ended: something opens a descriptor \
                 per cancel or per operation (a kill connection, a dup in onCancel) and never closes it, and the \
                 resource does not report it in ownedDescriptors. Close what the cancel path opens once its stop was \

@@ -105,10 +105,9 @@ extension AdapterConformance {
             leaked = DescriptorLedger.now().stillOpen(leaked)
         }
         if !leaked.isEmpty {
-            let kinds = Set(leaked.values.map { $0.split(separator: ":").first.map(String.init) ?? $0 }).sorted()
             problems.append(
                 """
-                close() left \(leaked.count) descriptor(s) open (\(kinds.joined(separator: ", "))): close every \
+                close() left \(leaked.count) descriptor(s) open (\(Self.kinds(of: leaked))): close every \
                 descriptor the resource owns in close(), once, before close() returns (await a close handed to \
                 another thread; tell the reactor first: IOReactor.descriptorWillClose, or use GuardedDescriptor).
                 """
@@ -120,6 +119,12 @@ extension AdapterConformance {
             measurements: measurements,
             skipped: false
         )
+    }
+
+    /// What kinds of descriptor `descriptors` are (`socket`, `pipe`, a path), once each, sorted: for a leak's message.
+    static func kinds(of descriptors: [Int32: String]) -> String {
+        Set(descriptors.values.map { $0.split(separator: ":").first.map(String.init) ?? $0 }).sorted()
+            .joined(separator: ", ")
     }
 
     /// Waits for `task` at most `limit`; nil when it had not ended by then. A check that times a cancel makes the

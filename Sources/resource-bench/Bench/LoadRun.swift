@@ -29,6 +29,7 @@ extension Bench {
         resets: Bool = true
     ) async throws {
         guard reactors == 1 || onReactor else { throw UsageError("--reactors goes with --on-reactor") }
+        guard resets || reactors == 1 else { throw UsageError("--no-reset goes with the plain pool, not --reactors") }
         guard !(shared && onReactor && reactors == 1) else {
             throw UsageError("--shared goes with a plain pool or a sharded one (--on-reactor --reactors N)")
         }
