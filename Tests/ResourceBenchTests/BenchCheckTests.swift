@@ -9,8 +9,12 @@ import Testing
     static let thresholds = BenchCheck.Thresholds(
         mode: "quick", core: true, tolerance: "test",
         rows: [
-            .init(figure: "read", reference: "floor", recorded: 1.5, atMost: 4.0, atLeast: nil, why: "test"),
-            .init(figure: "queries", reference: "threads", recorded: 1.1, atMost: nil, atLeast: 0.6, why: "test"),
+            .init(
+                figure: "read", reference: "floor", recorded: 1.5, busy: nil, goal: nil, atMost: 4.0, atLeast: nil,
+                why: "test"),
+            .init(
+                figure: "queries", reference: "threads", recorded: 1.1, busy: nil, goal: nil, atMost: nil,
+                atLeast: 0.6, why: "test"),
         ])
 
     /// One run's rows: the read at `read` times its floor, the queries at `queries` times the threads'.
@@ -61,5 +65,41 @@ import Testing
         let verdicts = BenchCheck.verdicts(Self.thresholds, runs)
         #expect(verdicts.map(\.passed) == [true, false])
         #expect(BenchCheck.ratioCell(verdicts[1]) == "not measured")
+    }
+
+    /// A bound sits at the goal when the row meets it with a 1.25x margin, else at most 1.25x from the worse of
+    /// its quiet and busy figures; a tighter bound is allowed, a looser one is refused.
+    @Test func aBoundIsNoLooserThanItsGoalAndItsFiguresAllow() {
+        func bound(recorded: Double, busy: Double?, goal: Double?, atMost: Double? = nil, atLeast: Double? = nil)
+            -> BenchCheck.Bound
+        {
+            .init(
+                figure: "f", reference: "r", recorded: recorded, busy: busy, goal: goal, atMost: atMost,
+                atLeast: atLeast, why: "test")
+        }
+        // Meets its goal with margin: bound at the goal.
+        #expect(BenchCheck.loosestAllowed(bound(recorded: 0.03, busy: 0.01, goal: 0.5, atMost: 0.5)) == 0.5)
+        #expect(BenchCheck.followsTheRule(bound(recorded: 0.03, busy: 0.01, goal: 0.5, atMost: 0.5)))
+        #expect(!BenchCheck.followsTheRule(bound(recorded: 0.03, busy: 0.01, goal: 0.5, atMost: 0.8)))
+        // On its goal within noise, or past it: 1.25x the worse figure.
+        #expect(BenchCheck.followsTheRule(bound(recorded: 1.45, busy: 1.5, goal: 1.5, atMost: 1.88)))
+        #expect(!BenchCheck.followsTheRule(bound(recorded: 1.45, busy: 1.5, goal: 1.5, atMost: 4.0)))
+        #expect(BenchCheck.followsTheRule(bound(recorded: 0.48, busy: 0.41, goal: 1.0, atLeast: 0.33)))
+        #expect(!BenchCheck.followsTheRule(bound(recorded: 0.48, busy: 0.41, goal: 1.0, atLeast: 0.25)))
+        // Tighter than the rule is allowed.
+        #expect(BenchCheck.followsTheRule(bound(recorded: 0.65, busy: 0.68, goal: 0.95, atLeast: 0.6)))
+        // A row without a goal is held at 1.25x its figure.
+        #expect(!BenchCheck.followsTheRule(bound(recorded: 1.31, busy: nil, goal: nil, atMost: 2.0)))
+    }
+
+    /// The checked-in thresholds follow the rule (`--check` refuses them otherwise, so CI would fail late).
+    @Test func theCheckedInThresholdsFollowTheRule() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Benchmarks/Thresholds/linux-2core.json")
+        let thresholds = try BenchCheck.load(file.path)
+        #expect(thresholds.rows.count >= 14)
+        for bound in thresholds.rows {
+            #expect(BenchCheck.followsTheRule(bound), "\(bound.figure) / \(bound.reference)")
+        }
     }
 }

@@ -27,8 +27,12 @@ enum BenchCheck {
     struct Bound: Decodable {
         let figure: String
         let reference: String
-        /// The ratio in the results file the bound was set from.
+        /// The median ratio of quiet quick runs that the bound was set from.
         let recorded: Double
+        /// The median ratio of quick runs beside two busy loops (`nil`: not measured so).
+        let busy: Double?
+        /// The row's goal (the bench's target), where it has one.
+        let goal: Double?
         let atMost: Double?
         let atLeast: Double?
         /// Why this row is stable enough to gate on.
@@ -72,7 +76,35 @@ enum BenchCheck {
         for bound in thresholds.rows where bound.atMost == nil && bound.atLeast == nil {
             throw UsageError("--check: \(path): the row \"\(bound.figure)\" has neither atMost nor atLeast")
         }
+        for bound in thresholds.rows where !followsTheRule(bound) {
+            throw UsageError(
+                "--check: \(path): the row \"\(bound.figure)\" against \"\(bound.reference)\" is bound looser "
+                    + "than its goal and \(allowedDrift)x its recorded figures allow (\(loosestAllowed(bound)))")
+        }
         return thresholds
+    }
+
+    /// How far a bound may sit from the worse of a row's recorded figures when the row misses its goal.
+    static let allowedDrift = 1.25
+
+    /// The loosest bound the rule allows (Benchmarks/README.md, "The gate"): the row's goal or `allowedDrift` times
+    /// the worse of its quiet and busy figures, whichever is looser. A row that meets its goal with that margin is
+    /// bound at the goal; any other row is held near what it measured.
+    static func loosestAllowed(_ bound: Bound) -> Double {
+        let figures = [bound.recorded] + (bound.busy.map { [$0] } ?? [])
+        if bound.atMost != nil {
+            return max(bound.goal ?? 0, allowedDrift * figures.max()!)
+        }
+        return min(bound.goal ?? .infinity, figures.min()! / allowedDrift)
+    }
+
+    /// Whether a row's bound is no looser than ``loosestAllowed(_:)`` (to the file's two decimals).
+    static func followsTheRule(_ bound: Bound) -> Bool {
+        let limit = loosestAllowed(bound)
+        let slack = 0.005
+        if let atMost = bound.atMost, atMost > limit + slack { return false }
+        if let atLeast = bound.atLeast, atLeast < limit - slack { return false }
+        return true
     }
 
     /// The verdicts of `thresholds` against the rows of one or more runs, each row judged by the median of its
