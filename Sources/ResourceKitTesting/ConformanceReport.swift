@@ -6,7 +6,7 @@ public struct ConformanceReport: Sendable, CustomStringConvertible {
         public let name: String
         /// `nil` when the check passed; otherwise what the adapter did wrong and how to fix it.
         public let failure: String?
-        /// What was measured, for the record (`cancel() median 0.8 µs`, ...).
+        /// What the check measured, for the record: a line per figure, such as the median time of `cancel()`.
         public let measurements: [String]
         /// `true` when the check could not run (a capability the description did not provide).
         public let skipped: Bool
