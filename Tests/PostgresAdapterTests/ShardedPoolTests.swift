@@ -145,7 +145,7 @@ import Testing
             conninfo: conninfo, maxConnections: 4, reactors: group,
             configuration: .init(
                 registry: ResourceRegistry(), cancelFastPath: false, connectTimeout: .seconds(3), pipelineDepth: 3))
-        #expect(configured.shards.map { $0.shared.withLock(\.depth) } == [3, 3])
+        #expect(configured.shards.map { $0.withMachine(\.shared.depth) } == [3, 3])
         #expect(configured.shards.map(\.connectTimeout) == [.seconds(3), .seconds(3)])
         #expect(configured.shards.allSatisfy { $0.cancelChannel == nil })
         #expect {

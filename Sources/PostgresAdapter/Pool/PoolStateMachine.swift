@@ -1,8 +1,11 @@
 import ResourceKit
 
-/// The pool's decisions as a value: who gets which connection, when to open one, when a returned connection
-/// is cleaned before anyone sees it, when a waiter leaves. Tested without I/O (`PoolStateMachineTests`);
-/// ``PostgresPool`` performs the actions after releasing its lock.
+/// The pool's one machine, as a value: its life (``Lifecycle``), who gets which connection, when to open one,
+/// when a returned connection is cleaned before anyone sees it, when a waiter leaves, and the shared statements'
+/// queue and drivers (``SharedStatementMachine``, held inside it). Tested without I/O (`PoolStateMachineTests`,
+/// `SharedStatementMachineTests`); ``PostgresPool`` holds it under its one lock and performs the actions after
+/// releasing that lock. A decision that needs both halves (a driver stops for a queued lessee, shutdown fails
+/// queued lessees and queued statements) reads them in one step.
 ///
 /// Waiters park in a `WaiterQueue` (the core's one queue of cancellable waiters): a waiter this machine hands out
 /// (``ReleaseAction/handOver(_:_:)``, ``slotFreed()``, ``cancel(id:reason:asked:)``, ``openFailed()``, ``close()``)
@@ -14,7 +17,19 @@ import ResourceKit
 /// Slots: `total` counts every connection the pool is responsible for (idle, leased, being cleaned, being
 /// opened). A slot freed by a discarded connection goes straight to the first waiter, who opens a new
 /// connection in it.
-struct PoolStateMachine<Connection: AnyObject, Waiter> {
+struct PoolStateMachine<Connection: AnyObject, Waiter, SharedWaiter, Wire> {
+    /// The pool's life.
+    enum Lifecycle: Equatable, Sendable {
+        /// Leases and shared statements are served.
+        case running
+        /// ``close()`` ran: nothing new is served; connections still leased, being cleaned or opened, and shared
+        /// statements' drivers, are finishing.
+        case shuttingDown
+        /// Shut down, and every connection's slot is given up and every driver has stopped.
+        case shutDown
+    }
+
+    private(set) var lifecycle = Lifecycle.running
     private(set) var idle: [Connection] = []
     /// Open, opening and resetting connections.
     private(set) var total = 0
@@ -22,9 +37,20 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     private(set) var resetting = 0
     let capacity: Int
     private(set) var waiters = WaiterQueue<Waiter>()
-    private(set) var closed = false
+    /// The shared statements (``PostgresPool/execute(_:_:)``): their queue, drivers and batches. Its events that
+    /// do not end a driver are sent to it directly; the ones that do go through this machine (``takeBatch(_:)``,
+    /// ``driverStopped(_:)``, ``driverFailed(_:)``), which then settles the pool's life.
+    var shared: SharedStatementMachine<SharedWaiter, Wire>
 
-    init(capacity: Int) { self.capacity = max(1, capacity) }
+    var isRunning: Bool { lifecycle == .running }
+
+    /// - Parameters:
+    ///   - capacity: the most connections at once (at least 1); also the most shared-statement drivers.
+    ///   - pipelineDepth: the most shared statements one driver sends at a time.
+    init(capacity: Int, pipelineDepth: Int = 1) {
+        self.capacity = max(1, capacity)
+        self.shared = SharedStatementMachine(depth: pipelineDepth, maxDrivers: self.capacity)
+    }
 
     enum LeaseAction {
         case use(Connection)
@@ -40,7 +66,7 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
     /// A lease that needs no waiter: an idle connection or a free slot, when nobody waits before the caller;
     /// `nil` when the caller has to wait (then ``lease(id:waiter:)`` parks it).
     mutating func leaseWithoutWaiting() -> LeaseAction? {
-        if closed { return .fail }
+        if !isRunning { return .fail }
         guard waiters.isEmpty else { return nil }
         if let connection = idle.popLast() { return .use(connection) }
         if total < capacity {
@@ -71,8 +97,9 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
 
     /// A connection comes back from its lessee.
     mutating func release(_ connection: Connection, _ returned: PooledConnectionState) -> ReleaseAction {
-        if closed {
+        if !isRunning {
             total -= 1
+            settle()
             return .close(connection)
         }
         switch returned {
@@ -86,6 +113,7 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         case .broken:
             if let waiter = waiters.popFirst() { return .closeAndOpenFor(connection, waiter) }
             total -= 1
+            settle()
             return .close(connection)
         }
     }
@@ -98,8 +126,9 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
 
     /// A slot was given up (an open failed, its lessee left). The first waiter gets it, or it is freed.
     mutating func slotFreed() -> Waiter? {
-        if !closed, let waiter = waiters.popFirst() { return waiter }
+        if isRunning, let waiter = waiters.popFirst() { return waiter }
         total -= 1
+        settle()
         return nil
     }
 
@@ -118,18 +147,51 @@ struct PoolStateMachine<Connection: AnyObject, Waiter> {
         return waiter
     }
 
-    /// Closes the pool: idle connections and parked waiters are returned to be closed and failed.
-    mutating func close() -> (idle: [Connection], waiters: [Waiter]) {
-        closed = true
-        defer {
-            total -= idle.count
-            idle = []
-        }
-        return (idle, waiters.removeAll())
+    /// Driver `driver` asks for its next batch: it stops when nothing is queued, the pool is shutting down, or a
+    /// lessee waits for a connection of its own (read in the same step).
+    mutating func takeBatch(_ driver: SharedStatementMachine<SharedWaiter, Wire>.DriverID)
+        -> SharedStatementMachine<SharedWaiter, Wire>.TakeAction
+    {
+        let action = shared.takeBatch(driver, lesseesWaiting: !waiters.isEmpty)
+        settle()
+        return action
+    }
+
+    /// Driver `driver` stopped (its connection failed): the driver to start in its place, if any.
+    mutating func driverStopped(_ driver: SharedStatementMachine<SharedWaiter, Wire>.DriverID)
+        -> SharedStatementMachine<SharedWaiter, Wire>.DriverID?
+    {
+        defer { settle() }
+        return shared.driverStopped(driver)
+    }
+
+    /// Driver `driver` could not lease a connection: the queued statements to fail, when no other driver is left.
+    mutating func driverFailed(_ driver: SharedStatementMachine<SharedWaiter, Wire>.DriverID) -> [SharedWaiter] {
+        defer { settle() }
+        return shared.driverFailed(driver)
+    }
+
+    /// Shuts the pool down: idle connections, parked lessees and queued shared statements are returned, to be
+    /// closed and failed; leased connections are closed when they come back. Only the first call returns any.
+    mutating func close() -> (idle: [Connection], waiters: [Waiter], statements: [SharedWaiter]) {
+        guard isRunning else { return ([], [], []) }
+        lifecycle = .shuttingDown
+        let closing = idle
+        total -= idle.count
+        idle = []
+        let result = (closing, waiters.removeAll(), shared.close())
+        settle()
+        return result
+    }
+
+    /// Shutting down ends when no connection is left (open, opening, being cleaned or leased) and no driver.
+    private mutating func settle() {
+        if lifecycle == .shuttingDown, total == 0, shared.driverCount == 0 { lifecycle = .shutDown }
     }
 }
 
-extension PoolStateMachine: Sendable where Connection: Sendable, Waiter: Sendable {}
+extension PoolStateMachine: Sendable
+where Connection: Sendable, Waiter: Sendable, SharedWaiter: Sendable, Wire: Sendable {}
 
 /// How a connection comes back to the pool.
 enum PooledConnectionState: Sendable, Equatable {

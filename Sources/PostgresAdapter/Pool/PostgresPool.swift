@@ -35,15 +35,17 @@ import Synchronization
 /// with `DeadlineExceededError` or `CancellationError`, the query is cancelled on the server, and the pool
 /// cleans the connection and keeps it. Queries inside `withConnection` otherwise behave as on any connection.
 public final class PostgresPool: Sendable {
-    private typealias Machine = PoolStateMachine<PostgresConnection, LeaseWaiter>
+    typealias Machine = PoolStateMachine<
+        PostgresConnection, LeaseWaiter, WaiterContinuation<PostgresResult>, SharedWire
+    >
     typealias SharedMachine = SharedStatementMachine<WaiterContinuation<PostgresResult>, SharedWire>
 
     /// A queued lease's continuation: the machine hands each waiter out exactly once (it leaves the queue in the
     /// same step), so it is the core's ``WaiterContinuation`` (unsafe; checked in the sanitizer passes).
-    private typealias LeaseWaiter = WaiterContinuation<Grant>
+    typealias LeaseWaiter = WaiterContinuation<Grant>
 
     /// What a waiter is handed.
-    private enum Grant: Sendable {
+    enum Grant: Sendable {
         /// A connection that sat idle: looked at before use (``PostgresConnection/isAliveWhileIdle()``).
         case connection(PostgresConnection)
         /// A connection its previous lessee returned clean a moment ago: used as it is.
@@ -59,9 +61,9 @@ public final class PostgresPool: Sendable {
     public let configuration: Configuration
     var registry: ResourceRegistry { configuration.registry }
     let reactor: IOReactor
+    /// The pool's one machine under its one lock: leases, its life, and the shared statements' queue and drivers
+    /// (``execute(_:_:)``).
     private let machine: Locked<Machine>
-    /// The shared statements' queue and drivers (``execute(_:_:)``).
-    let shared: Locked<SharedMachine>
     let nextID = Atomic<UInt64>(0)
     private var onNotice: (@Sendable (PostgresNotice) -> Void)? { configuration.onNotice }
     let background = OwnedTasks()
@@ -91,9 +93,7 @@ public final class PostgresPool: Sendable {
         self.conninfo = conninfo
         self.maxConnections = max(1, maxConnections)
         self.reactor = reactor
-        self.machine = Locked(Machine(capacity: max(1, maxConnections)))
-        self.shared = Locked(
-            SharedMachine(depth: configuration.pipelineDepth, maxDrivers: max(1, maxConnections)))
+        self.machine = Locked(Machine(capacity: max(1, maxConnections), pipelineDepth: configuration.pipelineDepth))
         if configuration.cancelFastPath {
             cancelChannel = PostgresCancelChannel { [conninfo, reactor, configuration] in
                 try await PostgresConnection.connect(
@@ -140,9 +140,6 @@ public final class PostgresPool: Sendable {
                 pipelineDepth: pipelineDepth, onNotice: onNotice))
     }
 
-    /// Whether a task is queued for a connection of its own (``withConnection(_:)``).
-    var lesseesWaiting: Bool { machine.withLock { !$0.waiters.isEmpty } }
-
     /// Open connections (idle, leased, being cleaned or opened).
     public var openCount: Int { machine.withLock { $0.total } }
     /// Idle connections.
@@ -161,38 +158,25 @@ public final class PostgresPool: Sendable {
         occupancyChanges.subscribe(bufferingNewest: 64) { machine.withLock(occupancy) }
     }
 
-    /// Under the pool's lock; takes the shared statements' lock inside it (never the other way round).
+    /// Under the pool's lock.
     private func occupancy(_ machine: inout Machine) -> PoolOccupancy {
-        var counts = Self.connectionCounts(&machine)
-        counts.queuedStatements = shared.withLock { $0.pending.count }
-        return counts
+        PoolOccupancy(
+            open: machine.total, idle: machine.idle.count, waiters: machine.waiters.count,
+            queuedStatements: machine.shared.pending.count)
     }
 
-    /// Publishes the occupancy after a change of the shared statements' queue, when anyone listens.
-    func sharedQueueChanged() {
-        guard occupancyChanges.hasSubscribers else { return }
-        occupancyChanges.yield(machine.withLock(occupancy))
-    }
-
-    /// Runs `body` on the state machine under its lock; publishes the occupancy after it if it changed.
-    /// The shared statements' count is read only for a change that is published (a lease or a release takes no
-    /// second lock otherwise).
-    private func withMachine<Result>(_ body: (inout Machine) -> Result) -> Result {
+    /// Runs `body` on the pool's machine under its lock; publishes the occupancy after it if it changed and
+    /// anyone listens.
+    func withMachine<Result>(_ body: (inout Machine) -> Result) -> Result {
         let (result, changed) = machine.withLock { machine -> (Result, PoolOccupancy?) in
-            let before = Self.connectionCounts(&machine)
+            guard occupancyChanges.hasSubscribers else { return (body(&machine), nil) }
+            let before = occupancy(&machine)
             let result = body(&machine)
-            guard Self.connectionCounts(&machine) != before, occupancyChanges.hasSubscribers else {
-                return (result, nil)
-            }
-            return (result, occupancy(&machine))
+            let after = occupancy(&machine)
+            return (result, after != before ? after : nil)
         }
         if let changed { occupancyChanges.yield(changed) }
         return result
-    }
-
-    /// The machine's own counts (no shared statements), to tell whether a step changed the occupancy.
-    private static func connectionCounts(_ machine: inout Machine) -> PoolOccupancy {
-        PoolOccupancy(open: machine.total, idle: machine.idle.count, waiters: machine.waiters.count)
     }
 
     /// Leases a connection for `body` and returns it afterwards (also when `body` throws or is cancelled).
@@ -393,12 +377,9 @@ public final class PostgresPool: Sendable {
     /// statements already sent get their outcome first); returns when the pool's own background work (cleanups,
     /// closes, shared statements) and its control connection are done.
     public func shutdown() async {
-        let (idle, waiters) = withMachine { $0.close() }
+        let (idle, waiters, statements) = withMachine { $0.close() }
         for waiter in waiters { waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down")) }
-        for waiter in shared.withLock({ $0.close() }) {
-            waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down"))
-        }
-        sharedQueueChanged()
+        for waiter in statements { waiter.resume(throwing: PostgresError(.poolClosed, "the pool was shut down")) }
         for connection in idle { await connection.handle?.close() }
         await background.waitForAll()
         await cancelChannel?.close()

@@ -64,7 +64,7 @@ extension PostgresPool {
         let statement = PostgresStatement(sql, binds)
         try PostgresWireText.check(statement.sql, statement.binds)
         try SharedStatementRules.check(statement.sql)
-        if shared.withLock({ $0.driverCount == 0 }), let connection = try await leaseIfFree() {
+        if withMachine({ $0.shared.driverCount == 0 }), let connection = try await leaseIfFree() {
             // No driver running and a connection free: the statement runs on it alone, as in `withConnection`.
             CooperativeLoad.postgres.leaseTaken()
             defer {
@@ -130,11 +130,10 @@ extension PostgresPool {
     private func submit(
         _ call: PoolWaiter, _ statement: PostgresStatement, waiter: WaiterContinuation<PostgresResult>
     ) {
-        let action = shared.withLock { machine in
+        let action = withMachine { machine in
             call.asked.store(true, ordering: .relaxed)  // under the lock, with the submit: a cancel looks now
-            return machine.submit(.init(id: call.id, statement: statement, waiter: waiter))
+            return machine.shared.submit(.init(id: call.id, statement: statement, waiter: waiter))
         }
-        sharedQueueChanged()
         switch action {
         case .queued:
             return
@@ -149,10 +148,9 @@ extension PostgresPool {
 
     /// A shared statement's caller was cancelled: see ``execute(_:_:)``.
     func cancelStatement(_ call: PoolWaiter, _ reason: CancellationReason) {
-        let action = shared.withLock { machine in
-            machine.cancel(call.id, reason: reason, submitted: call.asked.load(ordering: .relaxed))
+        let action = withMachine { machine in
+            machine.shared.cancel(call.id, reason: reason, submitted: call.asked.load(ordering: .relaxed))
         }
-        sharedQueueChanged()
         switch action {
         case .resume(let waiter), .resumeOnly(let waiter):
             waiter.resume(throwing: reason.error)
@@ -179,20 +177,18 @@ extension PostgresPool {
             connection = try await lease()
         } catch {
             let failure = error as? PostgresError ?? PostgresError(.connection, "no connection for shared statements")
-            for waiter in shared.withLock({ $0.driverFailed(driver) }) { waiter.resume(throwing: failure) }
+            for waiter in withMachine({ $0.driverFailed(driver) }) { waiter.resume(throwing: failure) }
             return
         }
         CooperativeLoad.postgres.leaseTaken()
-        connection.askBeforeResending { [shared] in shared.withLock { $0.cancelStillWanted(driver) } }
+        connection.askBeforeResending { self.withMachine { $0.shared.cancelStillWanted(driver) } }
         defer {
             connection.askBeforeResending(nil)
             CooperativeLoad.postgres.leaseReturned()
             release(connection)
         }
         while true {
-            let waiting = lesseesWaiting
-            let action = shared.withLock { $0.takeBatch(driver, lesseesWaiting: waiting) }
-            sharedQueueChanged()
+            let action = withMachine { $0.takeBatch(driver) }
             switch action {
             case .stop(let replacement):
                 if let replacement { startDriver(replacement) }
@@ -201,14 +197,14 @@ extension PostgresPool {
                 let (failure, handedToLibPQ) = await send(on: connection, by: driver)
                 if failure != nil, !handedToLibPQ {
                     // Found broken before anything was queued: nothing of the batch was sent; others take it.
-                    shared.withLock { $0.batchNotSent(driver) }
+                    withMachine { $0.shared.batchNotSent(driver) }
                 }
-                for waiter in shared.withLock({ $0.batchEnded(driver) }) {
+                for waiter in withMachine({ $0.shared.batchEnded(driver) }) {
                     waiter.resume(throwing: failure ?? PostgresConnection.noResult)
                 }
                 if failure != nil {
                     // The connection is broken (the pool closes it): another driver takes what waits.
-                    if let replacement = shared.withLock({ $0.driverStopped(driver) }) { startDriver(replacement) }
+                    if let replacement = withMachine({ $0.driverStopped(driver) }) { startDriver(replacement) }
                     return
                 }
             }
@@ -230,23 +226,23 @@ extension PostgresPool {
                 claim: {
                     // Under the connection's lock, in the step that hands the statements to libpq: a statement
                     // cancelled before this step is never written.
-                    written = shared.withLock { $0.write(driver) }
+                    written = withMachine { $0.shared.write(driver) }
                     return written.map(\.statement)
                 },
                 sent: { query in
                     handedToLibPQ = true
-                    if shared.withLock({ $0.batchSent(driver, as: SharedWire(connection: connection, query: query)) }) {
+                    let wire = SharedWire(connection: connection, query: query)
+                    if withMachine({ $0.shared.batchSent(driver, as: wire) }) {
                         connection.requestCancel(query, another: true)
                     }
                 },
                 outcome: { index, outcome in
-                    let (action, cancel) = shared.withLock { $0.finished(driver, written[index].id, outcome) }
+                    let (action, cancel) = withMachine { $0.shared.finished(driver, written[index].id, outcome) }
                     if let cancel { cancel.connection.requestCancel(cancel.query, another: true) }
                     switch action {
                     case .resume(let waiter, let outcome):
                         waiter.resume(with: outcome.mapError { $0 })
                     case .sentAgain(let start):
-                        sharedQueueChanged()
                         if let start { startDriver(start) }
                     case .none:
                         break

@@ -7,7 +7,7 @@ import ResourceKit
 /// The pool's decisions as a pure value: no server, no I/O.
 @Suite struct PoolStateMachineTests {
     final class Connection {}
-    typealias Machine = PoolStateMachine<Connection, String>
+    typealias Machine = PoolStateMachine<Connection, String, String, Int>
 
     /// A pool of one: lease 1 ("a") opened the slot, lease 2 ("b") is queued behind it.
     static func aLeasedAndBQueued() -> Machine {
@@ -176,7 +176,7 @@ import ResourceKit
         _ = machine.release(idle, .clean)
         _ = machine.lease(id: 3, waiter: "c")  // takes the idle one
         _ = machine.lease(id: 4, waiter: "d")  // parks
-        let (idles, waiters) = machine.close()
+        let (idles, waiters, _) = machine.close()
         #expect(idles.isEmpty)
         #expect(waiters == ["d"])
         guard case .close = machine.release(idle, .clean) else {
