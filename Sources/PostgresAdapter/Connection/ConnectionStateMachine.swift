@@ -346,9 +346,48 @@ struct ConnectionStateMachine: Sendable, Equatable {
         sessionFresh = true
     }
 
-    /// The query on the wire moved to another sub-protocol (a COPY began or ended, a pipeline was entered, a
-    /// carried statement's reading moved on).
-    mutating func enter(_ mode: WireMode) {
+    // MARK: what the connection saw on the wire; the machine decides the mode
+
+    /// The server began a `COPY ... TO STDOUT` (a `PGRES_COPY_OUT` result): copy data follows.
+    mutating func copyOutBegan() { enter(.copyOut) }
+
+    /// The server began a `COPY ... FROM STDIN` (a `PGRES_COPY_IN` result): the client owes copy data.
+    mutating func copyInBegan() { enter(.copyIn) }
+
+    /// The client's CopyDone or CopyFail was handed to libpq: what is left is to flush it, then read the results.
+    /// Only a COPY FROM STDIN in progress moves.
+    mutating func copyEndQueued() {
+        if mode == .copyIn { enter(.copyInEnded) }
+    }
+
+    /// The COPY is over on the client's side (the copy data ended, CopyDone was flushed, or the server ended it
+    /// with an error): the rest of the answer is plain results. Only a COPY moves.
+    mutating func copyEnded() {
+        switch mode {
+        case .copyOut, .copyIn, .copyInEnded: enter(.simple)
+        default: break
+        }
+    }
+
+    /// A carried statement's reading moved on (its prelude's answer, its own end): `carried` is where it is.
+    mutating func carriedReadingMoved(_ carried: CarriedDeadline) {
+        if case .carried = mode { enter(.carried(carried)) }
+    }
+
+    /// A pipeline's sync arrived (`PGRES_PIPELINE_SYNC`). A carried reset's sync hands over to the work behind it,
+    /// which stays in libpq's pipeline mode; any other sync ends the pipeline. Returns whether the connection
+    /// leaves libpq's pipeline mode now (`PQexitPipelineMode`).
+    mutating func pipelineSynced() -> Bool {
+        if case .resetPrefix(let then) = mode {
+            enter(then.mode)
+            return false
+        }
+        enter(.simple)
+        return true
+    }
+
+    /// The query on the wire moved to another sub-protocol: only this machine's own events call it.
+    private mutating func enter(_ mode: WireMode) {
         ifUsable { usable in
             switch usable.onWire {
             case .idle: break

@@ -40,19 +40,19 @@ extension PostgresConnection {
                 let ended = PQputCopyEnd(conn, "the client cancelled the COPY")
                 if ended == 0 { return .wait(state.socket, .writable) }
                 if ended < 0 { throw lost() }
-                state.machine.enter(.copyInEnded)
+                state.machine.copyEndQueued()
             case .copyInEnded:
                 let flushed = PQflush(conn)
                 if flushed == 1 { return .wait(state.socket, .writable) }
                 if flushed < 0 { throw lost() }
-                state.machine.enter(.simple)
+                state.machine.copyEnded()
             case .copyOut:
                 var buffer: UnsafeMutablePointer<CChar>?
                 let count = PQgetCopyData(conn, &buffer, 1)
                 if let buffer { PQfreemem(buffer) }
                 if count > 0 { continue }
                 if count == -1 {
-                    state.machine.enter(.simple)
+                    state.machine.copyEnded()
                     continue
                 }
                 if count == -2 { throw lost() }
@@ -61,7 +61,7 @@ extension PostgresConnection {
                 let retry = PQgetCopyData(conn, &again, 1)
                 if let again { PQfreemem(again) }
                 if retry == 0 { return .wait(state.socket, .readable) }
-                if retry == -1 { state.machine.enter(.simple) }
+                if retry == -1 { state.machine.copyEnded() }
                 if retry == -2 { throw lost() }
             case .simple, .pipeline, .carried, .sessionReset, .resetPrefix, .pipelinedStatement:
                 if state.machine.mode == .sessionReset {
@@ -80,11 +80,11 @@ extension PostgresConnection {
                     return .done
                 }
                 let status = PQresultStatus(result)
-                if case .resetPrefix(let then) = state.machine.mode {
+                if case .resetPrefix = state.machine.mode {
                     // A carried reset's results: its sync hands over to the work behind it, a failure owes it again.
                     PQclear(result)
                     if status == PGRES_PIPELINE_SYNC {
-                        state.machine.enter(then.mode)
+                        _ = state.machine.pipelineSynced()  // to the work behind the reset
                     } else if status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK {
                         state.machine.requireSessionReset()
                     }
@@ -101,11 +101,10 @@ extension PostgresConnection {
                 }
                 PQclear(result)
                 switch status {
-                case PGRES_COPY_OUT: state.machine.enter(.copyOut)
-                case PGRES_COPY_IN: state.machine.enter(.copyIn)
+                case PGRES_COPY_OUT: state.machine.copyOutBegan()
+                case PGRES_COPY_IN: state.machine.copyInBegan()
                 case PGRES_PIPELINE_SYNC:
-                    guard PQexitPipelineMode(conn) == 1 else { throw lost() }
-                    state.machine.enter(.simple)
+                    if state.machine.pipelineSynced(), PQexitPipelineMode(conn) != 1 { throw lost() }
                     _ = state.machine.resultsEnded(id)
                     return .done
                 default: break

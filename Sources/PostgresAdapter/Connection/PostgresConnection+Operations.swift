@@ -284,7 +284,7 @@ extension PostgresConnection {
     static func abortCopyIn(_ state: inout State) {
         guard state.machine.mode == .copyIn, let conn = state.conn?.raw else { return }
         if PQputCopyEnd(conn, "the client cancelled the COPY") == 1 {
-            state.machine.enter(.copyInEnded)
+            state.machine.copyEndQueued()
             _ = PQflush(conn)
         }
     }

@@ -29,7 +29,7 @@ extension PostgresConnection {
         try await begin()
         defer { end() }
         try Task.checkCancellation()
-        let id = try await startCopy(sql, expecting: PGRES_COPY_IN, mode: .copyIn)
+        let id = try await startCopy(sql, expecting: PGRES_COPY_IN)
         return try await whileOnWire(id) {
             do {
                 var sent = 0
@@ -59,7 +59,7 @@ extension PostgresConnection {
                     buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(conn, $0.baseAddress, Int32($0.count)) }
                 }
                 if queued < 0, PQstatus(conn) != CONNECTION_BAD {
-                    state.machine.enter(.simple)  // the server ended the COPY: what is left is its error
+                    state.machine.copyEnded()  // the server ended the COPY: what is left is its error
                 }
                 return (queued, state.socket)
             }
@@ -94,11 +94,11 @@ extension PostgresConnection {
                 switch state.machine.mode {
                 case .copyIn:
                     let ended = PQputCopyEnd(conn, nil)
-                    if ended == 1 { state.machine.enter(.copyInEnded) }
+                    if ended == 1 { state.machine.copyEndQueued() }
                     return (ended == 1 ? 1 : ended, state.socket)
                 case .copyInEnded:
                     let flushed = PQflush(conn)
-                    if flushed == 0 { state.machine.enter(.simple) }
+                    if flushed == 0 { state.machine.copyEnded() }
                     return (flushed == 0 ? 2 : (flushed == 1 ? 0 : -1), state.socket)
                 default:
                     return (2, state.socket)  // the server ended it already

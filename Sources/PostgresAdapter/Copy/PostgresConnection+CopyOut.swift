@@ -34,7 +34,7 @@ extension PostgresConnection {
                     continue
                 }
                 if count == -1 {
-                    state.machine.enter(.simple)
+                    state.machine.copyEnded()
                     return gathered.isEmpty ? .copyDone : .lastChunk(gathered)
                 }
                 if !gathered.isEmpty, count != -2 {

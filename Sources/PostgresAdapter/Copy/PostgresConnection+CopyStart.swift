@@ -3,10 +3,10 @@ import ResourceKit
 
 extension PostgresConnection {
     /// Sends a `COPY` statement and waits until the server switched to copy mode `expected`
-    /// (`PGRES_COPY_OUT` or `PGRES_COPY_IN`); the query is then left in `mode`. The caller holds the
+    /// (`PGRES_COPY_OUT` or `PGRES_COPY_IN`); the machine is then told which COPY began. The caller holds the
     /// connection. Throws the server's error, or `invalidQuery` when `sql` is not the expected kind of COPY
     /// (its results are read to the end, so the connection stays usable).
-    func startCopy(_ sql: String, expecting expected: ExecStatusType, mode: WireMode) async throws -> QueryID {
+    func startCopy(_ sql: String, expecting expected: ExecStatusType) async throws -> QueryID {
         let wrongKind = PostgresError(
             .invalidQuery,
             expected == PGRES_COPY_OUT ? "copyOut runs COPY ... TO STDOUT only" : "copyIn runs COPY ... FROM STDIN only"
@@ -29,7 +29,7 @@ extension PostgresConnection {
             }
         }
         guard started, outcome == .paused else { throw failure ?? wrongKind }
-        state.withLock { $0.machine.enter(mode) }
+        state.withLock { expected == PGRES_COPY_OUT ? $0.machine.copyOutBegan() : $0.machine.copyInBegan() }
         return id
     }
 }

@@ -19,7 +19,7 @@ extension PostgresConnection {
         try await begin()
         do {
             try Task.checkCancellation()
-            let id = try await startCopy(sql, expecting: PGRES_COPY_OUT, mode: .copyOut)
+            let id = try await startCopy(sql, expecting: PGRES_COPY_OUT)
             return PostgresCopyOutStream(connection: self, id: id)
         } catch {
             end()

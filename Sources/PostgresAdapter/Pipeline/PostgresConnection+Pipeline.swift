@@ -89,11 +89,10 @@ extension PostgresConnection {
                         defer { PQclear(result) }
                         switch PQresultStatus(result) {
                         case PGRES_PIPELINE_SYNC:
-                            guard PQexitPipelineMode(conn) == 1 else {
+                            if state.machine.pipelineSynced(), PQexitPipelineMode(conn) != 1 {
                                 state.machine.lost()
                                 throw PostgresError(.connection, "could not leave pipeline mode")
                             }
-                            state.machine.enter(.simple)
                             return .done(state.machine.resultsEnded(id).ourCancel)
                         case PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
                             if current == nil { current = .success(.from(result, reusing: recentColumns)) }

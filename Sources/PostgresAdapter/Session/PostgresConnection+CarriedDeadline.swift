@@ -101,12 +101,12 @@ extension PostgresConnection {
             } else {
                 carried.stage = .statement
             }
-            state.machine.enter(.carried(carried))
+            state.machine.carriedReadingMoved(carried)
             return .taken
         case .statement:
             guard result == nil else { return .callers }
             carried.stage = .epilogue
-            state.machine.enter(.carried(carried))
+            state.machine.carriedReadingMoved(carried)
             return .taken
         case .epilogue:
             guard let result, PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .taken }

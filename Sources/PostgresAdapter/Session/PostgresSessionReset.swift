@@ -95,10 +95,10 @@ extension PostgresConnection {
         -> CarriedStep
     {
         switch state.machine.mode {
-        case .resetPrefix(let then):
+        case .resetPrefix:
             guard let result else { return .taken }
             switch PQresultStatus(result) {
-            case PGRES_PIPELINE_SYNC: state.machine.enter(then.mode)
+            case PGRES_PIPELINE_SYNC: _ = state.machine.pipelineSynced()  // to the work behind the reset
             case PGRES_COMMAND_OK, PGRES_TUPLES_OK: break
             // Failed or skipped (a cancel of the statement behind it that landed early): owed again, so the next
             // operation's cleanup runs it. The statement behind it is read as the server answers it.
@@ -108,11 +108,10 @@ extension PostgresConnection {
         case .pipelinedStatement:
             guard let result else { return .taken }
             guard PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .callers }
-            guard PQexitPipelineMode(conn) == 1 else {
+            if state.machine.pipelineSynced(), PQexitPipelineMode(conn) != 1 {
                 state.machine.lost()
                 throw PostgresError(.connection, "could not leave pipeline mode")
             }
-            state.machine.enter(.simple)
             return .ended
         default:
             return .callers

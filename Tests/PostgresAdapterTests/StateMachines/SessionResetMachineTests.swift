@@ -40,7 +40,9 @@ import Testing
         #expect(taken && !takenAgain)
         let id = machine.sent(mode: .resetPrefix(then: .statement))
         #expect(!machine.sessionFresh)  // the statement behind the reset used the session
-        machine.enter(.pipelinedStatement)
+        let leaves = machine.pipelineSynced()
+        #expect(!leaves)  // the reset's sync: the statement behind it stays in libpq's pipeline mode
+        #expect(machine.mode == .pipelinedStatement)
         _ = machine.resultsEnded(id)
         machine.end()
         #expect(!machine.needsCleanup)
@@ -60,7 +62,7 @@ import Testing
         #expect(taken)
         let id = machine.sent(mode: .resetPrefix(then: .statement))
         machine.requireSessionReset()  // a reset statement failed
-        machine.enter(.pipelinedStatement)
+        _ = machine.pipelineSynced()
         _ = machine.resultsEnded(id)
         machine.end()
         #expect(machine.begin(carryingReset: true) == .ready)  // carried again
