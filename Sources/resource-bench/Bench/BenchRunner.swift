@@ -121,6 +121,12 @@ enum Bench {
                 rows.append(
                     BenchRow(
                         figure: Samples(
+                            "postgres pg_sleep, fast path: cancel -> task return", durations: cancel.fastPathTaskReturn),
+                        reference: Samples("postgres pg_sleep: cancel -> task return", durations: cancel.taskReturn),
+                        target: nil))
+                rows.append(
+                    BenchRow(
+                        figure: Samples(
                             "postgres cancel request -> backend not active", durations: cancel.backendStopped),
                         reference: rawStopped, target: .ratioAtMost(1.1)))
                 rows.append(

@@ -27,6 +27,7 @@ enum PostgresBench {
 
     struct CancelFigures {
         var taskReturn: [Duration] = []
+        var fastPathTaskReturn: [Duration] = []
         var backendStopped: [Duration] = []
         var fastPathStopped: [Duration] = []
         var rawReturn: [Duration] = []
@@ -56,7 +57,8 @@ enum PostgresBench {
                     let start = ContinuousClock.now
                     task.cancel()
                     _ = await task.result
-                    if !fast { figures.taskReturn.append(.now - start) }
+                    let returned = ContinuousClock.now - start
+                    if fast { figures.fastPathTaskReturn.append(returned) } else { figures.taskReturn.append(returned) }
                     let stopped = try await waitUntilNotActive(pid, observer: observer) - start
                     if fast { figures.fastPathStopped.append(stopped) } else { figures.backendStopped.append(stopped) }
                 }
