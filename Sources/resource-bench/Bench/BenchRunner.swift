@@ -121,7 +121,8 @@ enum Bench {
                 rows.append(
                     BenchRow(
                         figure: Samples(
-                            "postgres pg_sleep, fast path: cancel -> task return", durations: cancel.fastPathTaskReturn),
+                            "postgres pg_sleep, fast path: cancel -> task return",
+                            durations: cancel.fastPathTaskReturn),
                         reference: Samples("postgres pg_sleep: cancel -> task return", durations: cancel.taskReturn),
                         target: nil))
                 rows.append(
