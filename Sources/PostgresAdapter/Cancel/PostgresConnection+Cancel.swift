@@ -117,8 +117,9 @@ extension PostgresConnection {
     /// On the timers' thread: if query `id` is still on the wire and the server has sent nothing since (a
     /// cancel request that reached another server behind a balancer changes nothing), cancel it again.
     private func resendIfUnanswered(_ id: ConnectionStateMachine.QueryID) {
-        // The pool's gate is asked outside this connection's lock: it takes the pool's lock, and no lock of the
-        // connection is ever held while a pool's is taken.
+        // The pool's gate is asked outside this connection's lock, which it need not hold: the gate takes the pool's
+        // lock. The order is a connection's lock, then the pool's (a driver's claim), never the other way round:
+        // nothing under the pool's lock calls a connection.
         let gate = state.withLock { state in state.machine.resendBasis(id) != nil ? state.resendGate : nil }
         guard gate?() ?? true else { return }
         let unanswered = state.withLock { state -> Bool in

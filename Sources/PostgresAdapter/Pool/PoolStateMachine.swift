@@ -40,7 +40,8 @@ struct PoolStateMachine<Connection: AnyObject, Waiter, SharedWaiter, Wire> {
     /// The shared statements (``PostgresPool/execute(_:_:)``): their queue, drivers and batches. Its events that
     /// do not end a driver are sent to it directly; the ones that do go through this machine (``takeBatch(_:)``,
     /// ``driverStopped(_:)``, ``driverFailed(_:)``), which then settles the pool's life.
-    var shared: SharedStatementMachine<SharedWaiter, Wire>
+    var shared: Shared
+    typealias Shared = SharedStatementMachine<SharedWaiter, Wire>
 
     var isRunning: Bool { lifecycle == .running }
 
@@ -49,7 +50,7 @@ struct PoolStateMachine<Connection: AnyObject, Waiter, SharedWaiter, Wire> {
     ///   - pipelineDepth: the most shared statements one driver sends at a time.
     init(capacity: Int, pipelineDepth: Int = 1) {
         self.capacity = max(1, capacity)
-        self.shared = SharedStatementMachine(depth: pipelineDepth, maxDrivers: self.capacity)
+        self.shared = Shared(depth: pipelineDepth, maxDrivers: self.capacity)
     }
 
     enum LeaseAction {
@@ -149,24 +150,20 @@ struct PoolStateMachine<Connection: AnyObject, Waiter, SharedWaiter, Wire> {
 
     /// Driver `driver` asks for its next batch: it stops when nothing is queued, the pool is shutting down, or a
     /// lessee waits for a connection of its own (read in the same step).
-    mutating func takeBatch(_ driver: SharedStatementMachine<SharedWaiter, Wire>.DriverID)
-        -> SharedStatementMachine<SharedWaiter, Wire>.TakeAction
-    {
+    mutating func takeBatch(_ driver: Shared.DriverID) -> Shared.TakeAction {
         let action = shared.takeBatch(driver, lesseesWaiting: !waiters.isEmpty)
         settle()
         return action
     }
 
     /// Driver `driver` stopped (its connection failed): the driver to start in its place, if any.
-    mutating func driverStopped(_ driver: SharedStatementMachine<SharedWaiter, Wire>.DriverID)
-        -> SharedStatementMachine<SharedWaiter, Wire>.DriverID?
-    {
+    mutating func driverStopped(_ driver: Shared.DriverID) -> Shared.DriverID? {
         defer { settle() }
         return shared.driverStopped(driver)
     }
 
     /// Driver `driver` could not lease a connection: the queued statements to fail, when no other driver is left.
-    mutating func driverFailed(_ driver: SharedStatementMachine<SharedWaiter, Wire>.DriverID) -> [SharedWaiter] {
+    mutating func driverFailed(_ driver: Shared.DriverID) -> [SharedWaiter] {
         defer { settle() }
         return shared.driverFailed(driver)
     }

@@ -166,7 +166,8 @@ public final class PostgresPool: Sendable {
     }
 
     /// Runs `body` on the pool's machine under its lock; publishes the occupancy after it if it changed and
-    /// anyone listens.
+    /// anyone listens. `body` never calls a connection (a connection's lock may be held around this call, as in a
+    /// driver's claim, never taken inside it).
     func withMachine<Result>(_ body: (inout Machine) -> Result) -> Result {
         let (result, changed) = machine.withLock { machine -> (Result, PoolOccupancy?) in
             guard occupancyChanges.hasSubscribers else { return (body(&machine), nil) }

@@ -91,11 +91,11 @@ enum BenchCheck {
     /// the worse of its quiet and busy figures, whichever is looser. A row that meets its goal with that margin is
     /// bound at the goal; any other row is held near what it measured.
     static func loosestAllowed(_ bound: Bound) -> Double {
-        let figures = [bound.recorded] + (bound.busy.map { [$0] } ?? [])
+        let busy = bound.busy ?? bound.recorded
         if bound.atMost != nil {
-            return max(bound.goal ?? 0, allowedDrift * figures.max()!)
+            return max(bound.goal ?? 0, allowedDrift * max(bound.recorded, busy))
         }
-        return min(bound.goal ?? .infinity, figures.min()! / allowedDrift)
+        return min(bound.goal ?? .infinity, min(bound.recorded, busy) / allowedDrift)
     }
 
     /// Whether a row's bound is no looser than ``loosestAllowed(_:)`` (to the file's two decimals).
