@@ -46,6 +46,8 @@ import Testing
             #expect(try await steady.readLine()?.hasPrefix("ERR ") == true)
             try await steady.write("SLEEP forever\n")
             #expect(try await steady.readLine()?.hasPrefix("ERR ") == true)
+            try await steady.write("LOCK nine\n")
+            #expect(try await steady.readLine()?.hasPrefix("ERR LOCK takes") == true)
             try await steady.write([0xff, 0x00, 0xfe, 0x0a])
             #expect(try await steady.readLine()?.hasPrefix("ERR ") == true)
 
@@ -85,14 +87,17 @@ import Testing
         #expect(try await server.exitStatus() == 0, "serve shuts down gracefully")
     }
 
-    /// SIGTERM with `--grace 1`: new connections are refused, a command that finishes within the grace is answered
+    /// SIGTERM with `--grace 5`: new connections are refused, a command that finishes within the grace is answered
     /// `OK`, one still running after it gets `ERR` and its query stops on the server, and the process exits 0.
+    ///
+    /// The command that finishes within the grace is a `LOCK` on an advisory lock the test holds: it runs until the
+    /// test lets it go, after the server said it is shutting down, so no timing decides which side it falls on.
     @Test func sigtermAnswersWhatFinishesWithinTheGraceAndStopsTheRest() async throws {
         let conninfo = try await TestDatabase.conninfo()
         let application = "rk-serve-\(UInt32.random(in: 0...UInt32.max))"
         let server = try DemoProcess([
             "serve", "--listen", "127.0.0.1:0", "--postgres", conninfo + " application_name=\(application)",
-            "--pool", "2", "--grace", "1",
+            "--pool", "2", "--grace", "5",
         ])
         let port = try #require(
             Int(try await server.line(containing: "listening on ").split(separator: ":").last ?? ""))
@@ -100,21 +105,26 @@ import Testing
             "clients", deadline: .now + TimingBound.singleShot * 3, registry: ResourceRegistry()
         ) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            // A key of this run's own: other processes may take advisory locks on the same server.
+            let key = Int64.random(in: 1...Int64.max)
+            _ = try await observer.execute("SELECT pg_advisory_lock($1)", [key])
             let long = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
             try await long.write("SLEEP 30\n")
             let pid = try await Self.sleepingBackend(observer: observer, application: application)
             let short = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: scope)
             try await short.write("PING\n")
             #expect(try await short.readLine() == "PONG")
-            // Its command must be running when the signal comes: a line still unread then is an idle connection's,
-            // which the shutdown closes at once.
-            try await short.write("SLEEP 0.5\n")
+            // Its command must be running when the signal comes (a line still unread then is an idle connection's,
+            // which the shutdown closes at once): it waits on the test's lock until the test releases it.
+            try await short.write("LOCK \(key)\n")
             let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(10))
-            _ = try await PostgresActivityProbe.poll(every: probe.pollInterval, within: .seconds(30)) {
-                try await probe.backends(.running("pg_sleep", application: application)).count == 2
+            let waiting = try await PostgresActivityProbe.poll(every: probe.pollInterval, within: .seconds(30)) {
+                try await !probe.backends(.running("pg_advisory_xact_lock", application: application)).isEmpty
             }
+            try #require(waiting != nil, "the LOCK command never reached the server")
             server.signal(SIGTERM)
             _ = try await server.line(containing: "shutting down")
+            _ = try await observer.execute("SELECT pg_advisory_unlock($1)", [key])
             await #expect(throws: SocketError.self, "new connections are refused") {
                 try await withResourceScope("late") { late in
                     _ = try await SocketConnection.connect(host: "127.0.0.1", port: port, in: late)

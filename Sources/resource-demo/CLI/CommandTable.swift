@@ -120,8 +120,9 @@ extension ServeCommand: DemoCommand {
           A line protocol server (default 127.0.0.1:7070; port 0 picks a free one, printed on stdout).
           --metrics: also serve GET /metrics (Prometheus text format) and GET /resources (live resources, JSON)
           over HTTP there (port 0 picks one; its URL is printed on stdout). Off by default.
-          PING -> PONG; SLEEP <seconds> -> SELECT pg_sleep($1), OK; SERIES <n> -> 1..n one per line, OK;
-          QUIT -> BYE. Anything else -> ERR <reason>. A line over 4 KiB -> ERR line too long, then close.
+          PING -> PONG; SLEEP <seconds> -> SELECT pg_sleep($1), OK; LOCK <key> -> waits for the advisory lock
+          key (pg_advisory_xact_lock), OK; SERIES <n> -> 1..n one per line, OK; QUIT -> BYE.
+          Anything else -> ERR <reason>. A line over 4 KiB -> ERR line too long, then close.
           A client that disconnects mid-command has its query cancelled on the server at once.
           SIGTERM/SIGINT: stop accepting, answer commands that finish within --grace (default 10 s), answer
           ERR to the rest, exit 0; a second signal ends the grace at once.

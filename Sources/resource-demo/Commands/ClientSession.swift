@@ -54,6 +54,15 @@ struct ClientSession: Sendable {
             if try await query({ _ = try await $0.execute("SELECT pg_sleep($1)", [seconds]) }) {
                 try await connection.write("OK\n")
             }
+        case ("LOCK", 2):
+            // A query that waits on a lock: what a disconnect or a shutdown most often has to stop in production.
+            guard let key = Int64(words[1]) else {
+                try await connection.write("ERR LOCK takes an advisory lock key (a 64-bit integer)\n")
+                return true
+            }
+            if try await query({ _ = try await $0.execute("SELECT pg_advisory_xact_lock($1)", [key]) }) {
+                try await connection.write("OK\n")
+            }
         case ("SERIES", 2):
             guard let count = Int(words[1]), (0...100_000_000).contains(count) else {
                 try await connection.write("ERR SERIES takes a count between 0 and 100000000\n")
@@ -64,10 +73,11 @@ struct ClientSession: Sendable {
             }
         case (nil, _):
             try await connection.write("ERR empty line\n")
-        case (let command?, _) where ["PING", "QUIT", "SLEEP", "SERIES"].contains(command):
+        case (let command?, _) where ["PING", "QUIT", "SLEEP", "LOCK", "SERIES"].contains(command):
             try await connection.write("ERR wrong number of arguments for \(command)\n")
         default:
-            try await connection.write("ERR unknown command (try PING, SLEEP <seconds>, SERIES <n>, QUIT)\n")
+            try await connection.write(
+                "ERR unknown command (try PING, SLEEP <seconds>, LOCK <key>, SERIES <n>, QUIT)\n")
         }
         return true
     }

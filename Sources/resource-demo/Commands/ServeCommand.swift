@@ -13,10 +13,11 @@ import SocketAdapter
 /// shard of a `PostgresShardedPool`: a reactor per core, nothing crosses threads per command.
 ///
 /// Protocol (one command per line, answers end with `\n`):
-/// `PING` → `PONG`; `SLEEP <seconds>` → `SELECT pg_sleep($1)` → `OK`; `SERIES <n>` → `generate_series(1, $1)`
-/// one number per line, then `OK`; `QUIT` → `BYE` and close. Anything else → `ERR <reason>`, and the
-/// connection stays usable; a line over 4 KiB → `ERR line too long`, and the connection is closed. No SQL is
-/// ever taken from the network.
+/// `PING` → `PONG`; `SLEEP <seconds>` → `SELECT pg_sleep($1)` → `OK`; `LOCK <key>` → waits for the advisory lock
+/// `key` (`SELECT pg_advisory_xact_lock($1)`, released when the statement ends) → `OK`; `SERIES <n>` →
+/// `generate_series(1, $1)` one number per line, then `OK`; `QUIT` → `BYE` and close. Anything else →
+/// `ERR <reason>`, and the connection stays usable; a line over 4 KiB → `ERR line too long`, and the connection is
+/// closed. No SQL is ever taken from the network.
 enum ServeCommand: Sendable {
     static let valueFlags: Set<String> = [
         "--listen", "--metrics", "--postgres", "--pool", "--max-connections", "--reactors", "--grace",
@@ -83,10 +84,11 @@ enum ServeCommand: Sendable {
             SignalCanceller.graceful.withLock {
                 $0 = { count in
                     if count == 1 {
+                        // Begun before it is announced: a reader of the line knows the shutdown is under way.
+                        shutdown.begin()
                         Console.line(
                             "resource-demo serve: shutting down: running commands have \(configuration.grace); "
                                 + "a second signal ends them now")
-                        shutdown.begin()
                     } else {
                         shutdown.endNow()
                     }
