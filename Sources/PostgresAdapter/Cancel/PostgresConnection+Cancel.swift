@@ -23,14 +23,8 @@ extension PostgresConnection {
     /// (`another`: even then, for a later statement of a shared batch). Non-blocking; safe from `onCancel` and
     /// from the reactor thread.
     func requestCancel(_ id: ConnectionStateMachine.QueryID, resend: Bool = false, another: Bool = false) {
-        let send = state.withLock { state -> Bool in
-            guard case .send = state.machine.cancelRequested(id, resend: resend, another: another, now: .now) else {
-                return false
-            }
-            if state.machine.cancelsInFlight == 1 { state.cancelsSettled = OneShotEvent() }
-            return true
-        }
-        if send { deliverCancel(id) }
+        let action = state.withLock { $0.machine.cancelRequested(id, resend: resend, another: another, now: .now) }
+        if case .send = action { deliverCancel(id) }
     }
 
     /// Sends one counted cancel for `id` (the state machine already counted it in flight): the fast path when
@@ -88,19 +82,16 @@ extension PostgresConnection {
     /// A cancel for `id` finished (its socket reached EOF, or the control statement returned). Wakes the
     /// cleanup waiting for it, and schedules a check: a query still unanswered gets the cancel again.
     private func cancelFinished(_ id: ConnectionStateMachine.QueryID) {
-        let (settled, recheck) = state.withLock { state -> (OneShotEvent?, ContinuousClock.Instant?) in
-            var settled: OneShotEvent?
-            if state.machine.cancelFinished() == .cancelsSettled {
-                settled = state.cancelsSettled
-                state.cancelsSettled = nil
-            }
-            guard let basis = state.machine.resendBasis(id) else { return (settled, nil) }
+        let (finished, recheck) = state.withLock {
+            state -> (ConnectionStateMachine.CancelFinishedAction, ContinuousClock.Instant?) in
+            let finished = state.machine.cancelFinished()
+            guard let basis = state.machine.resendBasis(id) else { return (finished, nil) }
             var delay = Self.resendDelay
             for _ in 0..<min(basis.resends, 8) { delay = min(delay * 2, Self.resendCeiling) }
             let at = ContinuousClock.now + delay
-            return (settled, at - basis.firstAt < cancelTimeout ? at : nil)
+            return (finished, at - basis.firstAt < cancelTimeout ? at : nil)
         }
-        settled?.set()
+        if case .cancelsSettled(let settlement) = finished { settlement.event.set() }
         if let recheck {
             DeadlineTimers.shared.schedule(at: recheck) { [weak self] in self?.resendIfUnanswered(id) }
         }

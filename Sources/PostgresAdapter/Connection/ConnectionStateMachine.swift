@@ -107,13 +107,29 @@ struct ConnectionStateMachine: Sendable, Equatable {
     struct Cancels: Sendable, Equatable {
         /// The query they were sent for.
         let query: QueryID
-        /// Sent and not finished yet.
-        var inFlight: Int
+        /// Whether any is in flight, and what waits for them wait on.
+        var flight: Flight
         /// When the first went out: resends stop at the connection's `cancelTimeout` after it. Kept in a
         /// fixed-layout form (`StoredInstant`), so that the machine is copied and read as plain words.
         let firstAt: StoredInstant
         /// How many were sent again because the query stayed unanswered.
         var resends: Int
+    }
+
+    /// Cancels in flight carry the one settlement their waiters wait on: there is none without them, and none of
+    /// them without it.
+    enum Flight: Sendable, Equatable {
+        case settled
+        case inFlight(Int, CancelSettlement)
+    }
+
+    /// What a wait for the cancels in flight waits on (a cleanup, a close): made when a cancel goes out with none in
+    /// flight, set by whoever performs the machine's ``CancelFinishedAction/cancelsSettled(_:)``. A waiting
+    /// primitive carried in the state, compared by identity; the machine itself never waits or sets it.
+    struct CancelSettlement: Sendable, Equatable {
+        let event: OneShotEvent
+
+        static func == (lhs: Self, rhs: Self) -> Bool { lhs.event === rhs.event }
     }
 
     /// What a resend of a cancel is based on.
@@ -179,7 +195,33 @@ struct ConnectionStateMachine: Sendable, Equatable {
     }
 
     /// Cancels sent and not finished yet.
-    var cancelsInFlight: Int { cancels?.inFlight ?? 0 }
+    var cancelsInFlight: Int {
+        if case .inFlight(let count, _) = cancels?.flight { return count }
+        return 0
+    }
+
+    /// One more cancel for `query` went out: the first of a flight opens its settlement. Returns the flight's
+    /// settlement.
+    @discardableResult
+    private mutating func cancelSent(_ query: QueryID, now: ContinuousClock.Instant, resend: Bool = false)
+        -> CancelSettlement
+    {
+        var current =
+            cancels.flatMap { $0.query == query ? $0 : nil }
+            ?? Cancels(query: query, flight: .settled, firstAt: StoredInstant(now), resends: 0)
+        if resend { current.resends += 1 }
+        let settlement: CancelSettlement
+        switch current.flight {
+        case .settled:
+            settlement = CancelSettlement(event: OneShotEvent())
+            current.flight = .inFlight(1, settlement)
+        case .inFlight(let count, let open):
+            settlement = open
+            current.flight = .inFlight(count + 1, open)
+        }
+        cancels = current
+        return settlement
+    }
 
     /// `true` once the connection can no longer be used.
     var isUnusable: Bool {
@@ -283,8 +325,8 @@ struct ConnectionStateMachine: Sendable, Equatable {
     }
 
     enum CleanupStep: Sendable, Equatable {
-        /// Wait until the cancels in flight finished.
-        case waitForCancels
+        /// Wait until the cancels in flight finished: until this settlement is set.
+        case waitForCancels(CancelSettlement)
         /// Read and discard results until ReadyForQuery.
         case drain(QueryID)
         /// Send `ROLLBACK` (the debt is cleared: a failed rollback breaks the connection).
@@ -300,7 +342,7 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// ReadyForQuery, then the transaction, then the session.
     mutating func nextCleanupStep() -> CleanupStep {
         guard case .usable(var usable) = usability else { return .unusable }
-        if cancelsInFlight > 0 { return .waitForCancels }
+        if case .inFlight(_, let settlement) = cancels?.flight { return .waitForCancels(settlement) }
         if case .abandoned(let id, _) = usable.onWire { return .drain(id) }
         if usable.owesRollback {
             usable.owesRollback = false
@@ -411,11 +453,18 @@ struct ConnectionStateMachine: Sendable, Equatable {
         return (true, cancels?.query == id)
     }
 
-    /// The caller of `id` left before ReadyForQuery (cancelled, or a stream was dropped).
-    mutating func operationLeft(_ id: QueryID) {
+    /// The caller of `id` left before ReadyForQuery (cancelled, a stream was dropped, an error): the query is
+    /// abandoned, drained before the next one. `stop`: it left because it was cancelled, so the query must stop on
+    /// the server too, and the machine decides whether a cancel goes out for that, as for
+    /// ``cancelRequested(_:resend:another:now:)`` (not when the cancellation's own hook already sent one).
+    @discardableResult
+    mutating func operationLeft(_ id: QueryID, stop: Bool = false, now: ContinuousClock.Instant = .now)
+        -> CancelAction
+    {
         ifUsable { usable in
             if case .executing(id, let mode) = usable.onWire { usable.onWire = .abandoned(id, mode) }
         }
+        return stop ? cancelRequested(id, now: now) : .none
     }
 
     /// An interrupted transaction must be rolled back before the next operation.
@@ -445,40 +494,33 @@ struct ConnectionStateMachine: Sendable, Equatable {
         _ id: QueryID, resend: Bool = false, another: Bool = false, now: ContinuousClock.Instant
     ) -> CancelAction {
         guard queryOnWire == id else { return .none }
-        if var current = cancels, current.query == id {
-            if another {
-                current.inFlight += 1
-                cancels = current
-                return .send(id)
-            }
-            guard current.inFlight == 0, resend else { return .none }
-            current.inFlight += 1
-            current.resends += 1
-            cancels = current
+        if cancels?.query == id, !another {
+            guard cancelsInFlight == 0, resend else { return .none }
+            cancelSent(id, now: now, resend: true)
             return .send(id)
         }
-        cancels = Cancels(query: id, inFlight: 1, firstAt: StoredInstant(now), resends: 0)
+        cancelSent(id, now: now)
         return .send(id)
     }
 
     enum CancelFinishedAction: Sendable, Equatable {
-        /// The last cancel in flight finished: wake whoever waits to clean up.
-        case cancelsSettled
+        /// The last cancel in flight finished: set the settlement, which wakes whoever waits to clean up.
+        case cancelsSettled(CancelSettlement)
         case none
     }
 
     /// A cancel finished (the control statement returned, or the cancel request's socket reached EOF).
     mutating func cancelFinished() -> CancelFinishedAction {
-        guard var current = cancels, current.inFlight > 0 else { return .none }
-        current.inFlight -= 1
+        guard var current = cancels, case .inFlight(let count, let settlement) = current.flight else { return .none }
+        current.flight = count > 1 ? .inFlight(count - 1, settlement) : .settled
         cancels = current
-        return current.inFlight == 0 ? .cancelsSettled : .none
+        return count > 1 ? .none : .cancelsSettled(settlement)
     }
 
     /// Whether a resend for `id` makes sense now (it is still on the wire, was cancelled, and nothing is in
     /// flight for it), and what it is based on.
     func resendBasis(_ id: QueryID) -> ResendBasis? {
-        guard queryOnWire == id, let cancels, cancels.query == id, cancels.inFlight == 0 else { return nil }
+        guard queryOnWire == id, let cancels, cancels.query == id, cancelsInFlight == 0 else { return nil }
         return ResendBasis(firstAt: cancels.firstAt.instant, resends: cancels.resends)
     }
 
@@ -491,10 +533,10 @@ struct ConnectionStateMachine: Sendable, Equatable {
     }
 
     enum CloseAction: Sendable, Equatable {
-        /// Cancel this query on the server, wait for the cancels in flight (bounded), then finish.
-        case cancelThenFinish(QueryID)
-        /// Wait for the cancels in flight (bounded), then finish.
-        case settleThenFinish
+        /// Cancel this query on the server, wait for the cancels in flight (bounded) to settle, then finish.
+        case cancelThenFinish(QueryID, CancelSettlement)
+        /// Wait for the cancels in flight (bounded) to settle, then finish.
+        case settleThenFinish(CancelSettlement)
         case finish
         case alreadyClosed
     }
@@ -504,13 +546,13 @@ struct ConnectionStateMachine: Sendable, Equatable {
         if case .closed = usability { return .alreadyClosed }
         // The pool's session reset needs no cancel: closing the session is the end of whatever it changed.
         let onWire = mode == .sessionReset ? nil : queryOnWire
-        let pendingCancel = cancelsInFlight > 0
         usability = .closed
         if let onWire, cancels?.query != onWire {
-            // Cancels in flight always belong to the query on the wire (a query is sent only when none are).
-            cancels = Cancels(query: onWire, inFlight: cancelsInFlight + 1, firstAt: StoredInstant(now), resends: 0)
-            return .cancelThenFinish(onWire)
+            // Cancels in flight always belong to the query on the wire (a query is sent only when none are), so
+            // these are the query's first.
+            return .cancelThenFinish(onWire, cancelSent(onWire, now: now))
         }
-        return pendingCancel ? .settleThenFinish : .finish
+        if case .inFlight(_, let settlement) = cancels?.flight { return .settleThenFinish(settlement) }
+        return .finish
     }
 }

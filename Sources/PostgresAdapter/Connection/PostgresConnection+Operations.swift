@@ -42,9 +42,11 @@ extension PostgresConnection {
     /// the query is abandoned (drained before the next operation), cancelled on the server, and the connection
     /// released. Non-blocking.
     func leaveStream(_ id: QueryID) {
-        state.withLock { $0.machine.operationLeft(id) }
-        requestCancel(id)
-        end()
+        let stop = state.withLock { state in
+            defer { state.machine.end() }
+            return state.machine.operationLeft(id, stop: true)
+        }
+        if case .send = stop { deliverCancel(id) }
     }
 
     func markBroken() {
@@ -58,20 +60,13 @@ extension PostgresConnection {
         let deadline = ContinuousClock.now + cancelTimeout
         do {
             while true {
-                let (step, settled) = state.withLock { ($0.machine.nextCleanupStep(), $0.cancelsSettled) }
-                switch step {
+                switch state.withLock({ $0.machine.nextCleanupStep() }) {
                 case .done:
                     return
                 case .unusable:
                     throw PostgresError(.connection, "the connection is closed or broken")
-                case .waitForCancels:
-                    guard let settled else {
-                        // Cannot happen (every counted cancel has its signal); bounded all the same.
-                        if ContinuousClock.now >= deadline { throw DeadlineExceededError(deadline: deadline) }
-                        await Task.yield()
-                        continue
-                    }
-                    try await settled.wait(deadline: deadline)
+                case .waitForCancels(let settlement):
+                    try await settlement.event.wait(deadline: deadline)
                 case .drain(let id):
                     try await drainAbandoned(id, deadline: deadline)
                 case .rollback:
@@ -269,11 +264,11 @@ extension PostgresConnection {
         do {
             return try await body()
         } catch {
-            state.withLock { state in
-                state.machine.operationLeft(id)
-                Self.abortCopyIn(&state)
+            let stop = state.withLock { state in
+                defer { Self.abortCopyIn(&state) }
+                return state.machine.operationLeft(id, stop: error.isResourceCancellation)
             }
-            if error.isResourceCancellation { requestCancel(id) }
+            if case .send = stop { deliverCancel(id) }
             throw error
         }
     }

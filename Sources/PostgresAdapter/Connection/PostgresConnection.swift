@@ -43,9 +43,6 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         /// `PQbackendPID`: the key of cancel requests, a real pid only when ``identity`` says so.
         var keyPID: Int32 = 0
         var identity: PostgresBackendIdentity?
-        /// What a cleanup waiting for the cancels in flight awaits: made when a cancel starts from none, set
-        /// when the machine says the last one finished. A waiting primitive, not state: the machine counts.
-        var cancelsSettled: OneShotEvent?
         /// Set through ``askBeforeResending(_:)`` only (a pool's driver of shared statements).
         var resendGate: (@Sendable () -> Bool)?
         /// The settings this connection asked its session for after it connected (``PostgresSessionOptions``),
@@ -166,18 +163,13 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// flight are awaited (bounded by ``cancelTimeout``, and by the kind's `closeTimeout` less a second, so
     /// that `PQfinish` always runs within the close's bound), then `PQfinish`.
     public func close() async throws {
-        let (action, settled) = state.withLock { state -> (ConnectionStateMachine.CloseAction, OneShotEvent?) in
-            let action = state.machine.close(now: .now)
-            if case .cancelThenFinish = action, state.machine.cancelsInFlight == 1 {
-                state.cancelsSettled = OneShotEvent()  // the cancel just counted is awaited like any other
-            }
-            return (action, state.cancelsSettled)
-        }
-        if case .cancelThenFinish(let id) = action { deliverCancel(id) }
+        let action = state.withLock { $0.machine.close(now: .now) }
+        if case .cancelThenFinish(let id, _) = action { deliverCancel(id) }
         switch action {
-        case .cancelThenFinish, .settleThenFinish:
+        case .cancelThenFinish(_, let settlement), .settleThenFinish(let settlement):
             do {
-                try await settled?.wait(deadline: .now + min(cancelTimeout, Self.kind.closeTimeout - .seconds(1)))
+                let bound = min(cancelTimeout, Self.kind.closeTimeout - .seconds(1))
+                try await settlement.event.wait(deadline: .now + bound)
             } catch {
                 // The bound passed (a frozen server): close anyway; the PGcancel is kept alive below.
             }

@@ -41,7 +41,7 @@ extension PostgresConnection {
                 }
             } catch let error where !error.isResourceCancellation {
                 // The source failed: abort the COPY (nothing committed), then report the source's error.
-                state.withLock { $0.machine.operationLeft(id) }
+                state.withLock { _ = $0.machine.operationLeft(id) }
                 throw error
             }
             try await finishCopy(id)

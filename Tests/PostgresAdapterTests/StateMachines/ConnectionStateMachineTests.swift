@@ -29,7 +29,7 @@ import Testing
         #expect(machine.cancelsInFlight == 0)
     }
 
-    @Test func cancelDuringAQueryIsSentOnceAndItsErrorIsOurs() {
+    @Test func cancelDuringAQueryIsSentOnceAndItsErrorIsOurs() throws {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
         let step4 = machine.cancelRequested(id, now: now)
@@ -42,16 +42,16 @@ import Testing
         let step6 = machine.begin()
         #expect(step6 == .cleanUpFirst)
         let step7 = machine.nextCleanupStep()
-        #expect(step7 == .waitForCancels)
+        let settlement = try #require(step7.settlement, "waits for the cancel in flight")
         let step8 = machine.cancelFinished()
-        #expect(step8 == .cancelsSettled)
+        #expect(step8 == .cancelsSettled(settlement), "the last cancel sets what the cleanup waits on")
         let step9 = machine.nextCleanupStep()
         #expect(step9 == .done)
     }
 
     /// A shared batch's later statements get cancels of their own (`another`), even while one is in flight; each
     /// is counted, and the next operation waits for all of them. Nothing once the batch left the wire.
-    @Test func anotherCancelForTheSameBatchIsSentAndCountedUntilItEnds() {
+    @Test func anotherCancelForTheSameBatchIsSentAndCountedUntilItEnds() throws {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
         #expect(machine.cancelRequested(id, another: true, now: now) == .send(id))
@@ -64,8 +64,8 @@ import Testing
         let step = machine.begin()
         #expect(step == .cleanUpFirst)
         #expect(machine.cancelFinished() == .none)
-        #expect(machine.nextCleanupStep() == .waitForCancels, "one cancel is still in flight")
-        #expect(machine.cancelFinished() == .cancelsSettled)
+        let settlement = try #require(machine.nextCleanupStep().settlement, "one cancel is still in flight")
+        #expect(machine.cancelFinished() == .cancelsSettled(settlement))
         #expect(machine.nextCleanupStep() == .done)
     }
 
@@ -103,7 +103,7 @@ import Testing
         let step15 = machine.begin()
         #expect(step15 == .cleanUpFirst)
         let step16 = machine.nextCleanupStep()
-        #expect(step16 == .waitForCancels)
+        #expect(step16.settlement != nil)
         _ = machine.cancelFinished()
         let step17 = machine.nextCleanupStep()
         #expect(step17 == .drain(id))
@@ -148,7 +148,7 @@ import Testing
         let step25 = machine.begin()
         #expect(step25 == .cleanUpFirst)
         let step26 = machine.nextCleanupStep()
-        #expect(step26 == .waitForCancels)
+        #expect(step26.settlement != nil)
     }
 
     @Test func rollbackComesAfterTheDrainAndOnlyOnce() {
@@ -184,7 +184,7 @@ import Testing
         #expect(machine.holder == .cleanup)
         #expect(machine.begin() == .refuseBusy, "an operation while the cleanup runs")
         #expect(machine.beginCleanup() == .refuseBusy, "a second cleanup")
-        #expect(machine.nextCleanupStep() == .waitForCancels)
+        #expect(machine.nextCleanupStep().settlement != nil)
         _ = machine.cancelFinished()
         #expect(machine.nextCleanupStep() == .drain(id))
         #expect(machine.resultsEnded(id).ended)
@@ -215,29 +215,76 @@ import Testing
         #expect(step35 == .unusable)
     }
 
+    /// A caller that leaves because it was cancelled stops its query on the server once: the machine sends the
+    /// stop when no cancel for the query went out yet (a cancel between two waits), and none when the
+    /// cancellation's hook already sent one. A caller that leaves for another reason sends none.
+    @Test func aCancelledCallerThatLeavesStopsItsQueryOnce() {
+        var machine = ConnectionStateMachine()
+        let quiet = sentQuery(&machine)
+        #expect(machine.operationLeft(quiet) == .none, "an error, not a cancel: drained, not stopped")
+        #expect(machine.wire == .abandoned(quiet))
+
+        var between = ConnectionStateMachine()
+        let first = sentQuery(&between)
+        #expect(between.operationLeft(first, stop: true, now: now) == .send(first), "no hook ran: the stop goes out")
+        #expect(between.wire == .abandoned(first))
+        #expect(between.cancelsInFlight == 1)
+
+        var hooked = ConnectionStateMachine()
+        let second = sentQuery(&hooked)
+        #expect(hooked.cancelRequested(second, now: now) == .send(second), "the cancellation's hook")
+        #expect(hooked.operationLeft(second, stop: true, now: now) == .none, "the hook's cancel is the one stop")
+        #expect(hooked.cancelsInFlight == 1)
+    }
+
+    /// Cancels in flight share one settlement, made by the first and handed to the finish of the last; a resend
+    /// after they settled is a new flight with a settlement of its own. What a cleanup waits on is always the one
+    /// the last cancel's finish sets: no cancel is counted without it.
+    @Test func eachFlightOfCancelsHasOneSettlement() throws {
+        var machine = ConnectionStateMachine()
+        let id = sentQuery(&machine)
+        #expect(machine.nextCleanupStep().settlement == nil, "no cancel, nothing to wait on")
+        #expect(machine.cancelRequested(id, now: now) == .send(id))
+        let first = try #require(machine.nextCleanupStep().settlement)
+        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id))
+        #expect(machine.nextCleanupStep().settlement == first, "a second cancel joins the flight")
+        #expect(machine.cancelFinished() == .none, "one is still in flight")
+        #expect(machine.cancelFinished() == .cancelsSettled(first))
+        #expect(machine.nextCleanupStep().settlement == nil)
+        #expect(machine.cancelFinished() == .none, "a finish with none in flight")
+        #expect(machine.cancelRequested(id, resend: true, now: now) == .send(id))
+        let second = try #require(machine.nextCleanupStep().settlement)
+        #expect(second != first, "a resend is a new flight")
+        #expect(machine.cancelFinished() == .cancelsSettled(second))
+    }
+
     @Test func closeCancelsAQueryOnTheWireOnceAndIsIdempotent() {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
         #expect(!machine.isClosed)
         let step36 = machine.close(now: now)
-        #expect(step36 == .cancelThenFinish(id))
+        guard case .cancelThenFinish(id, let settlement) = step36 else {
+            Issue.record("close with a query on the wire: \(step36)")
+            return
+        }
         #expect(machine.isClosed)
         let step37 = machine.close(now: now)
         #expect(step37 == .alreadyClosed)
         let step38 = machine.cancelRequested(id, now: now)
         #expect(step38 == .none)
         let step39 = machine.cancelFinished()
-        #expect(step39 == .cancelsSettled)
+        #expect(step39 == .cancelsSettled(settlement), "the close's cancel settles what the close waits on")
         let step40 = machine.begin()
         #expect(step40 == .refuseUnusable)
     }
 
-    @Test func closeWithACancelAlreadyInFlightSettlesFirst() {
+    @Test func closeWithACancelAlreadyInFlightSettlesFirst() throws {
         var machine = ConnectionStateMachine()
         let id = sentQuery(&machine)
         _ = machine.cancelRequested(id, now: now)
+        let waited = try #require(machine.nextCleanupStep().settlement)
         let step41 = machine.close(now: now)
-        #expect(step41 == .settleThenFinish)
+        #expect(step41 == .settleThenFinish(waited), "the close waits on the flight's one settlement")
         var idle = ConnectionStateMachine()
         let step42 = idle.close(now: now)
         #expect(step42 == .finish)
@@ -275,5 +322,13 @@ import Testing
         #expect(machine.begin() == .ready)
         _ = machine.sent()
         #expect(machine.lastCarried == nil)
+    }
+}
+
+extension ConnectionStateMachine.CleanupStep {
+    /// What a `waitForCancels` step waits on; `nil` for any other step.
+    var settlement: ConnectionStateMachine.CancelSettlement? {
+        if case .waitForCancels(let settlement) = self { return settlement }
+        return nil
     }
 }
