@@ -24,14 +24,22 @@ extension PostgresConnection {
     /// from the reactor thread.
     func requestCancel(_ id: ConnectionStateMachine.QueryID, resend: Bool = false, another: Bool = false) {
         let action = state.withLock { $0.machine.cancelRequested(id, resend: resend, another: another, now: .now) }
-        if case .send = action { deliverCancel(id) }
+        if case .send(_, let route) = action { deliverCancel(id, route) }
     }
 
-    /// Sends one counted cancel for `id` (the state machine already counted it in flight): the fast path when
-    /// the connection's backend is verified and the channel reaches the same server, else a cancel request.
-    func deliverCancel(_ id: ConnectionStateMachine.QueryID) {
-        let identity = state.withLock { $0.identity }
-        if let identity, let channel = cancelChannel.withLock({ $0 }) {
+    /// Sends one counted cancel for `id` (the state machine already counted it in flight) the way the machine
+    /// chose: the fast path when the backend is verified and the channel reaches its server now, else a cancel
+    /// request; without a key, the connection's shutdown. The one sender of a query's stop: every trigger (a
+    /// cancellation hook, a caller that left, a resend, a shared batch's later statement, the close) reaches the
+    /// server through here, and only after the machine said so.
+    func deliverCancel(_ id: ConnectionStateMachine.QueryID, _ route: StopRoute) {
+        switch route {
+        case .shutDown:
+            shutDownForStop(id)
+        case .cancelRequest(let key):
+            sendCancelRequest(id, key)
+        case .fastPath(let identity, let key):
+            guard let channel = cancelChannel.withLock({ $0 }) else { return sendCancelRequest(id, key) }
             let started = channel.tryCancel(identity) { [self] outcome in
                 switch outcome {
                 case .delivered:
@@ -43,29 +51,27 @@ extension PostgresConnection {
                     // cancel goes out as a cancel request, now.
                     statistics.record(.fastPathFellBack)
                     handle?.report("postgres.cancel.fastPathFellBack")
-                    sendCancelRequest(id)
+                    sendCancelRequest(id, key)
                 }
             }
-            if started { return }
+            if !started { sendCancelRequest(id, key) }
         }
-        sendCancelRequest(id)
+    }
+
+    /// No BackendKeyData (some proxies): the stop is the connection's shutdown (the machine already marked it
+    /// broken, never reused); the server notices the vanished client within its check interval and stops the
+    /// query (see `watchForVanishingWithoutCancelKey`). A non-blocking system call.
+    private func shutDownForStop(_ id: ConnectionStateMachine.QueryID) {
+        state.withLock { state in
+            if state.conn != nil, state.socket >= 0 { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
+        }
+        handle?.report("postgres.cancel.unavailable")
+        cancelFinished(id)
     }
 
     /// A cancel request (`PQcancel`: a new connection carrying the BackendKeyData), sent from the blocking
     /// pool. Every pooler and balancer forwards it to where the key is valid, or to a server that ignores it.
-    private func sendCancelRequest(_ id: ConnectionStateMachine.QueryID) {
-        guard let key = state.withLock({ $0.cancelKey }) else {
-            // No BackendKeyData (some proxies): cancellation degrades to shutting the connection down (it is
-            // broken, never reused); the server notices the vanished client within its check interval and
-            // stops the query (see `watchForVanishingWithoutCancelKey`). A non-blocking system call.
-            state.withLock { state in
-                state.machine.lost()
-                if state.conn != nil, state.socket >= 0 { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
-            }
-            handle?.report("postgres.cancel.unavailable")
-            cancelFinished(id)
-            return
-        }
+    private func sendCancelRequest(_ id: ConnectionStateMachine.QueryID, _ key: PGCancelPointer) {
         statistics.record(.cancelRequest)
         handle?.report("postgres.cancel.request")
         let accepted = Self.cancelRequestPool.submit { [self] in

@@ -164,6 +164,8 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// Nothing ran on the session since it was opened or since the pool's session reset was sent on its own: a
     /// pool need not reset it again (Docs/Architecture.md, "Clean sessions").
     private(set) var sessionFresh = true
+    /// What the server gave the connection to stop its queries with (learned at connect, fixed after it).
+    private(set) var backendKey = BackendKey()
 
     /// The flat view of the wire.
     var wire: Wire {
@@ -480,8 +482,8 @@ struct ConnectionStateMachine: Sendable, Equatable {
     // MARK: cancellation
 
     enum CancelAction: Sendable, Equatable {
-        /// Send a cancel for this query (fast path or cancel request; the driver picks).
-        case send(QueryID)
+        /// Send a cancel for this query, the way the route says.
+        case send(QueryID, StopRoute)
         /// Nothing to do: the query already ended, a cancel for it is in flight, or the connection is unusable.
         case none
     }
@@ -497,10 +499,21 @@ struct ConnectionStateMachine: Sendable, Equatable {
         if cancels?.query == id, !another {
             guard cancelsInFlight == 0, resend else { return .none }
             cancelSent(id, now: now, resend: true)
-            return .send(id)
+        } else {
+            cancelSent(id, now: now)
         }
-        cancelSent(id, now: now)
-        return .send(id)
+        return .send(id, stopRoute())
+    }
+
+    /// The route of a stop about to go out. Without a key the stop is the connection's shutdown: it is broken from
+    /// here on.
+    private mutating func stopRoute() -> StopRoute {
+        guard let cancel = backendKey.cancel else {
+            lost()
+            return .shutDown
+        }
+        if let identity = backendKey.identity { return .fastPath(identity, orRequest: cancel) }
+        return .cancelRequest(cancel)
     }
 
     enum CancelFinishedAction: Sendable, Equatable {
@@ -533,8 +546,9 @@ struct ConnectionStateMachine: Sendable, Equatable {
     }
 
     enum CloseAction: Sendable, Equatable {
-        /// Cancel this query on the server, wait for the cancels in flight (bounded) to settle, then finish.
-        case cancelThenFinish(QueryID, CancelSettlement)
+        /// Cancel this query on the server the way the route says, wait for the cancels in flight (bounded) to
+        /// settle, then finish.
+        case cancelThenFinish(QueryID, StopRoute, CancelSettlement)
         /// Wait for the cancels in flight (bounded) to settle, then finish.
         case settleThenFinish(CancelSettlement)
         case finish
@@ -550,9 +564,30 @@ struct ConnectionStateMachine: Sendable, Equatable {
         if let onWire, cancels?.query != onWire {
             // Cancels in flight always belong to the query on the wire (a query is sent only when none are), so
             // these are the query's first.
-            return .cancelThenFinish(onWire, cancelSent(onWire, now: now))
+            return .cancelThenFinish(onWire, stopRoute(), cancelSent(onWire, now: now))
         }
         if case .inFlight(_, let settlement) = cancels?.flight { return .settleThenFinish(settlement) }
         return .finish
+    }
+
+    // MARK: the backend key
+
+    /// The connection came up: `pid` is `PQbackendPID` (`0`: the server sent no BackendKeyData) and `cancel`
+    /// libpq's copy of the key.
+    mutating func keyLearned(pid: Int32, cancel: PGCancelPointer?) {
+        backendKey = BackendKey(cancel: cancel, pid: pid)
+    }
+
+    /// The connection's setup asked the server which backend it is: `identity` when the answer matched the key.
+    mutating func backendVerified(_ identity: PostgresBackendIdentity?) {
+        backendKey.identity = identity
+    }
+
+    /// The close is finishing the connection: the key to free now, or `nil` when a cancel in flight may still
+    /// use it (a frozen server: the key is left to the cancel rather than freed under it). Either way the
+    /// connection holds it no more.
+    mutating func keyReleased() -> PGCancelPointer? {
+        defer { backendKey.cancel = nil }
+        return cancelsInFlight == 0 ? backendKey.cancel : nil
     }
 }

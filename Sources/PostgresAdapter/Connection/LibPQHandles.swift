@@ -9,7 +9,8 @@ struct PGConnPointer: @unchecked Sendable {
 }
 
 /// A `PGcancel *`. `@unchecked Sendable`: libpq documents `PQcancel` as safe to call from any thread (it only
-/// reads the object); it is freed only after the last cancel request that uses it finished.
-struct PGCancelPointer: @unchecked Sendable {
+/// reads the object); it is freed only after the last cancel request that uses it finished. Equal when they are
+/// the same object.
+struct PGCancelPointer: @unchecked Sendable, Equatable {
     let raw: OpaquePointer
 }

@@ -142,9 +142,10 @@ extension PostgresConnection {
                 let message = status == PGRES_POLLING_FAILED ? String(cString: PQerrorMessage(conn.raw)) : nil
                 if status == PGRES_POLLING_OK {
                     PQsetnonblocking(conn.raw, 1)
-                    state.keyPID = PQbackendPID(conn.raw)
+                    let pid = PQbackendPID(conn.raw)
                     // No BackendKeyData (some proxies strip it): a cancel request could carry no key.
-                    state.cancelKey = state.keyPID == 0 ? nil : PQgetCancel(conn.raw).map(PGCancelPointer.init)
+                    let key = pid == 0 ? nil : PQgetCancel(conn.raw).map(PGCancelPointer.init)
+                    state.machine.keyLearned(pid: pid, cancel: key)
                 }
                 return (status, state.socket, message)
             }
@@ -168,7 +169,7 @@ extension PostgresConnection {
     /// next writes), the session asks to have its client checked every 250 ms
     /// (`client_connection_check_interval`, PostgreSQL 14 and later; older servers ignore the request).
     private func watchForVanishingWithoutCancelKey() async throws {
-        guard state.withLock({ $0.keyPID == 0 }) else { return }
+        guard state.withLock({ $0.machine.backendKey.pid == 0 }) else { return }
         do {
             try await executeInternally("SET client_connection_check_interval = 250")
             state.withLock { $0.sessionRestore = ["SET client_connection_check_interval = 250"] }
@@ -184,7 +185,7 @@ extension PostgresConnection {
     /// The same round trip asks a verified backend to watch for a vanished client
     /// (``PostgresSessionOptions/clientCheckInterval``).
     private func verifyBackend() async throws {
-        let keyPID = state.withLock { $0.keyPID }
+        let keyPID = state.withLock { $0.machine.backendKey.pid }
         var identity: PostgresBackendIdentity?
         do {
             let interval = session.clientCheckIntervalMilliseconds
@@ -199,6 +200,6 @@ extension PostgresConnection {
         } catch let error as PostgresError where error.code == .server || error.code == .decoding {
             identity = nil
         }
-        state.withLock { $0.identity = identity }
+        state.withLock { $0.machine.backendVerified(identity) }
     }
 }

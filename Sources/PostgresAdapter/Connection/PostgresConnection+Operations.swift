@@ -46,7 +46,7 @@ extension PostgresConnection {
             defer { state.machine.end() }
             return state.machine.operationLeft(id, stop: true)
         }
-        if case .send = stop { deliverCancel(id) }
+        if case .send(_, let route) = stop { deliverCancel(id, route) }
     }
 
     func markBroken() {
@@ -268,7 +268,7 @@ extension PostgresConnection {
                 defer { Self.abortCopyIn(&state) }
                 return state.machine.operationLeft(id, stop: error.isResourceCancellation)
             }
-            if case .send = stop { deliverCancel(id) }
+            if case .send(_, let route) = stop { deliverCancel(id, route) }
             throw error
         }
     }

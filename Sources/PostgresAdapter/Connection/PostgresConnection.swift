@@ -38,11 +38,6 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         var machine = ConnectionStateMachine()
         var conn: PGConnPointer?
         var socket: Int32 = -1
-        /// libpq's copy of BackendKeyData; `nil` when the server (or a proxy) sent none.
-        var cancelKey: PGCancelPointer?
-        /// `PQbackendPID`: the key of cancel requests, a real pid only when ``identity`` says so.
-        var keyPID: Int32 = 0
-        var identity: PostgresBackendIdentity?
         /// Set through ``askBeforeResending(_:)`` only (a pool's driver of shared statements).
         var resendGate: (@Sendable () -> Bool)?
         /// The settings this connection asked its session for after it connected (``PostgresSessionOptions``),
@@ -93,7 +88,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// The server process id of this connection, as `pg_stat_activity.pid` shows it: verified at connect
     /// against `pg_backend_pid()`. `nil` when it could not be verified (behind a pooler such as PgBouncer the
     /// pid libpq holds is the pooler's key, not a process), or the connection is not open.
-    public var backendPID: Int32? { state.withLock { $0.identity?.pid } }
+    public var backendPID: Int32? { state.withLock { $0.machine.backendKey.identity?.pid } }
 
     /// The sockets this connection owns now: its own and its control connection's (the cancel fast path), for
     /// the conformance kit's leak check, which attributes descriptors to the resource under test.
@@ -103,11 +98,11 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     }
 
     /// The verified backend and server (see ``PostgresBackendIdentity``), or `nil` when unverified.
-    public var backendIdentity: PostgresBackendIdentity? { state.withLock { $0.identity } }
+    public var backendIdentity: PostgresBackendIdentity? { state.withLock { $0.machine.backendKey.identity } }
 
     /// The pid in the server's BackendKeyData (`PQbackendPID`): the key cancel requests carry. Behind a
     /// pooler it names no process. `0` when the server sent none.
-    public var cancelKeyPID: Int32 { state.withLock { $0.keyPID } }
+    public var cancelKeyPID: Int32 { state.withLock { $0.machine.backendKey.pid } }
 
     /// `true` once the connection can no longer be used (lost, or its state is unknown).
     public var isBroken: Bool { state.withLock { $0.machine.isUnusable || $0.conn == nil } }
@@ -164,9 +159,9 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// that `PQfinish` always runs within the close's bound), then `PQfinish`.
     public func close() async throws {
         let action = state.withLock { $0.machine.close(now: .now) }
-        if case .cancelThenFinish(let id, _) = action { deliverCancel(id) }
+        if case .cancelThenFinish(let id, let route, _) = action { deliverCancel(id, route) }
         switch action {
-        case .cancelThenFinish(_, let settlement), .settleThenFinish(let settlement):
+        case .cancelThenFinish(_, _, let settlement), .settleThenFinish(let settlement):
             do {
                 let bound = min(cancelTimeout, Self.kind.closeTimeout - .seconds(1))
                 try await settlement.event.wait(deadline: .now + bound)
@@ -176,23 +171,20 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         case .finish, .alreadyClosed:
             break
         }
-        let (conn, cancelKey, cancelsDone) = state.withLock { state -> (PGConnPointer?, PGCancelPointer?, Bool) in
-            defer {
-                state.conn = nil
-                state.cancelKey = nil
-            }
+        let (conn, cancelKey) = state.withLock { state -> (PGConnPointer?, PGCancelPointer?) in
+            defer { state.conn = nil }
             // Only a socket libpq still has open is ours to deregister: after a failed connect or a lost
             // connection libpq already closed it, and the number may belong to someone else by now.
             if let conn = state.conn {
                 let live = PQsocket(conn.raw)
                 if live >= 0 { reactor.descriptorWillClose(live) }
             }
-            return (state.conn, state.cancelKey, state.machine.cancelsInFlight == 0)
+            // A cancel request that never returned (frozen server) may still use the PGcancel: the machine then
+            // hands out none, and the key is left to that thread rather than freed under it.
+            return (state.conn, state.machine.keyReleased())
         }
         if let conn { PQfinish(conn.raw) }
-        // A cancel request that never returned (frozen server) may still use the PGcancel: leak it rather than
-        // free it under that thread.
-        if let cancelKey, cancelsDone { PQfreeCancel(cancelKey.raw) }
+        if let cancelKey { PQfreeCancel(cancelKey.raw) }
         // The closed handle stays in the slot, as `HandleSlot` asks: a later operation's checks throw
         // (`checkHandleBeforeBegin()` turns that into this connection's own "closed" error).
     }

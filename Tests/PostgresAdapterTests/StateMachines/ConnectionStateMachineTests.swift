@@ -13,7 +13,7 @@ import Testing
     }
 
     @Test func aQueryRunsAndEndsWithoutCancel() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         #expect(machine.queryOnWire == id)
         let step2 = machine.resultsEnded(id)
@@ -24,16 +24,16 @@ import Testing
     }
 
     @Test func cancelBeforeSendSendsNothing() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         #expect(machine.cancelRequested(1, now: now) == .none)  // nothing on the wire yet
         #expect(machine.cancelsInFlight == 0)
     }
 
     @Test func cancelDuringAQueryIsSentOnceAndItsErrorIsOurs() throws {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         let step4 = machine.cancelRequested(id, now: now)
-        #expect(step4 == .send(id))
+        #expect(step4 == .send(id, .keyed))
         #expect(machine.cancelRequested(id, now: now) == .none)  // a second trigger while one is in flight
         let step5 = machine.resultsEnded(id)
         #expect(step5 == (ended: true, ourCancel: true))
@@ -52,10 +52,10 @@ import Testing
     /// A shared batch's later statements get cancels of their own (`another`), even while one is in flight; each
     /// is counted, and the next operation waits for all of them. Nothing once the batch left the wire.
     @Test func anotherCancelForTheSameBatchIsSentAndCountedUntilItEnds() throws {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
-        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id))
-        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id))
+        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id, .keyed))
+        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id, .keyed))
         #expect(machine.cancelsInFlight == 2)
         let ended = machine.resultsEnded(id)
         #expect(ended == (ended: true, ourCancel: true))
@@ -70,7 +70,7 @@ import Testing
     }
 
     @Test func cancelAfterCompletionSendsNothing() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         _ = machine.resultsEnded(id)
         let step10 = machine.cancelRequested(id, now: now)
@@ -81,7 +81,7 @@ import Testing
     }
 
     @Test func aLateCancelForAnOldQueryNeverTargetsTheNextOne() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let first = sentQuery(&machine)
         _ = machine.resultsEnded(first)
         machine.end()
@@ -93,10 +93,10 @@ import Testing
     }
 
     @Test func aCallerThatLeavesLeavesADrainAndTheCancelGuard() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         let step14 = machine.cancelRequested(id, now: now)
-        #expect(step14 == .send(id))
+        #expect(step14 == .send(id, .keyed))
         machine.operationLeft(id)
         machine.end()
         #expect(machine.wire == .abandoned(id))
@@ -116,17 +116,17 @@ import Testing
     }
 
     @Test func aResendIsAllowedOnlyAfterThePreviousCancelFinishedAndWhileTheQueryIsOnTheWire() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         let step21 = machine.cancelRequested(id, now: now)
-        #expect(step21 == .send(id))
+        #expect(step21 == .send(id, .keyed))
         #expect(machine.resendBasis(id) == nil)
         let step22 = machine.cancelRequested(id, resend: true, now: now)
         #expect(step22 == .none)
         _ = machine.cancelFinished()
         #expect(machine.resendBasis(id) != nil)
         let step23 = machine.cancelRequested(id, resend: true, now: now + .seconds(1))
-        #expect(step23 == .send(id))
+        #expect(step23 == .send(id, .keyed))
         _ = machine.cancelFinished()
         // The resend counts, and the first cancel's instant stays the basis of the resends' bound.
         #expect(machine.resendBasis(id) == .init(firstAt: now, resends: 1))
@@ -137,7 +137,7 @@ import Testing
     }
 
     @Test func cancelWhileAPreviousCancelIsPendingWaitsForBoth() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         _ = machine.cancelRequested(id, now: now)
         _ = machine.cancelFinished()
@@ -152,7 +152,7 @@ import Testing
     }
 
     @Test func rollbackComesAfterTheDrainAndOnlyOnce() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         machine.requireRollback()
         machine.operationLeft(id)
@@ -171,12 +171,12 @@ import Testing
     /// A pool's cleanup between leases is a holder of its own: it takes the connection only when something is owed,
     /// nothing else starts on it until it ends, and it runs the same steps an operation's cleanup would.
     @Test func aCleanupBetweenLeasesHoldsTheConnectionUntilItEnds() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         #expect(machine.beginCleanup() == .nothingOwed)
         #expect(machine.holder == .nobody, "a clean connection is not held by a cleanup that had nothing to do")
         let id = sentQuery(&machine)
         #expect(machine.beginCleanup() == .refuseBusy, "an operation holds it")
-        #expect(machine.cancelRequested(id, now: now) == .send(id))
+        #expect(machine.cancelRequested(id, now: now) == .send(id, .keyed))
         machine.operationLeft(id)
         machine.end()
 
@@ -199,7 +199,7 @@ import Testing
     }
 
     @Test func busyAndBrokenAreRefused() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let step31 = machine.begin()
         #expect(step31 == .ready)
         let step32 = machine.begin()
@@ -219,20 +219,21 @@ import Testing
     /// stop when no cancel for the query went out yet (a cancel between two waits), and none when the
     /// cancellation's hook already sent one. A caller that leaves for another reason sends none.
     @Test func aCancelledCallerThatLeavesStopsItsQueryOnce() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let quiet = sentQuery(&machine)
         #expect(machine.operationLeft(quiet) == .none, "an error, not a cancel: drained, not stopped")
         #expect(machine.wire == .abandoned(quiet))
 
-        var between = ConnectionStateMachine()
+        var between = ConnectionStateMachine.keyed()
         let first = sentQuery(&between)
-        #expect(between.operationLeft(first, stop: true, now: now) == .send(first), "no hook ran: the stop goes out")
+        let left = between.operationLeft(first, stop: true, now: now)
+        #expect(left == .send(first, .keyed), "no hook ran: the stop goes out")
         #expect(between.wire == .abandoned(first))
         #expect(between.cancelsInFlight == 1)
 
-        var hooked = ConnectionStateMachine()
+        var hooked = ConnectionStateMachine.keyed()
         let second = sentQuery(&hooked)
-        #expect(hooked.cancelRequested(second, now: now) == .send(second), "the cancellation's hook")
+        #expect(hooked.cancelRequested(second, now: now) == .send(second, .keyed), "the cancellation's hook")
         #expect(hooked.operationLeft(second, stop: true, now: now) == .none, "the hook's cancel is the one stop")
         #expect(hooked.cancelsInFlight == 1)
     }
@@ -241,29 +242,29 @@ import Testing
     /// after they settled is a new flight with a settlement of its own. What a cleanup waits on is always the one
     /// the last cancel's finish sets: no cancel is counted without it.
     @Test func eachFlightOfCancelsHasOneSettlement() throws {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         #expect(machine.nextCleanupStep().settlement == nil, "no cancel, nothing to wait on")
-        #expect(machine.cancelRequested(id, now: now) == .send(id))
+        #expect(machine.cancelRequested(id, now: now) == .send(id, .keyed))
         let first = try #require(machine.nextCleanupStep().settlement)
-        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id))
+        #expect(machine.cancelRequested(id, another: true, now: now) == .send(id, .keyed))
         #expect(machine.nextCleanupStep().settlement == first, "a second cancel joins the flight")
         #expect(machine.cancelFinished() == .none, "one is still in flight")
         #expect(machine.cancelFinished() == .cancelsSettled(first))
         #expect(machine.nextCleanupStep().settlement == nil)
         #expect(machine.cancelFinished() == .none, "a finish with none in flight")
-        #expect(machine.cancelRequested(id, resend: true, now: now) == .send(id))
+        #expect(machine.cancelRequested(id, resend: true, now: now) == .send(id, .keyed))
         let second = try #require(machine.nextCleanupStep().settlement)
         #expect(second != first, "a resend is a new flight")
         #expect(machine.cancelFinished() == .cancelsSettled(second))
     }
 
     @Test func closeCancelsAQueryOnTheWireOnceAndIsIdempotent() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         #expect(!machine.isClosed)
         let step36 = machine.close(now: now)
-        guard case .cancelThenFinish(id, let settlement) = step36 else {
+        guard case .cancelThenFinish(id, .keyed, let settlement) = step36 else {
             Issue.record("close with a query on the wire: \(step36)")
             return
         }
@@ -279,19 +280,19 @@ import Testing
     }
 
     @Test func closeWithACancelAlreadyInFlightSettlesFirst() throws {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
         _ = machine.cancelRequested(id, now: now)
         let waited = try #require(machine.nextCleanupStep().settlement)
         let step41 = machine.close(now: now)
         #expect(step41 == .settleThenFinish(waited), "the close waits on the flight's one settlement")
-        var idle = ConnectionStateMachine()
+        var idle = ConnectionStateMachine.keyed()
         let step42 = idle.close(now: now)
         #expect(step42 == .finish)
     }
 
     @Test func theModeLivesWithTheQueryAndABrokenConnectionOwesNoRollback() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         #expect(machine.begin() == .ready)
         let id = machine.sent(mode: .copyIn)
         machine.operationLeft(id)
@@ -308,7 +309,7 @@ import Testing
     }
 
     @Test func aCarriedDeadlineTranslatesOnlyItsOwnQuerysError() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         #expect(machine.begin() == .ready)
         let carried = ConnectionStateMachine.CarriedDeadline(deadline: now, inForce: true)
         let id = machine.sent(mode: .carried(carried))

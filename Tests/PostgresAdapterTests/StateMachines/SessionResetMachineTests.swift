@@ -10,7 +10,7 @@ import Testing
 
     /// One statement run and ended; the connection back with nobody holding it.
     private func usedOnce() -> ConnectionStateMachine {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         #expect(machine.begin() == .ready)
         let id = machine.sent()
         _ = machine.resultsEnded(id)
@@ -19,7 +19,7 @@ import Testing
     }
 
     @Test func aFreshSessionNeedsNoResetAndAnyStatementDirtiesIt() {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         #expect(machine.sessionFresh)
         machine = usedOnce()
         #expect(!machine.sessionFresh)
@@ -95,10 +95,10 @@ import Testing
     /// A cancel of the previous query still in flight comes before the reset: the reset must not be the query
     /// a late cancel stops, so it is not carried either.
     @Test func anOwedResetWaitsForCancelsInFlight() throws {
-        var machine = ConnectionStateMachine()
+        var machine = ConnectionStateMachine.keyed()
         #expect(machine.begin() == .ready)
         let id = machine.sent()
-        #expect(machine.cancelRequested(id, now: now) == .send(id))
+        #expect(machine.cancelRequested(id, now: now) == .send(id, .keyed))
         _ = machine.resultsEnded(id)
         machine.requireSessionReset()
         machine.end()
