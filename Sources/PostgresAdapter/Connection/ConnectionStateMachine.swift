@@ -166,6 +166,9 @@ struct ConnectionStateMachine: Sendable, Equatable {
     private(set) var sessionFresh = true
     /// What the server gave the connection to stop its queries with (learned at connect, fixed after it).
     private(set) var backendKey = BackendKey()
+    /// The settings this connection asked its session for after it connected (``PostgresSessionOptions``), as
+    /// statements: the pool's session reset applies them again (``PostgresSessionReset``).
+    private(set) var sessionRestore: [String] = []
 
     /// The flat view of the wire.
     var wire: Wire {
@@ -581,6 +584,12 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// The connection's setup asked the server which backend it is: `identity` when the answer matched the key.
     mutating func backendVerified(_ identity: PostgresBackendIdentity?) {
         backendKey.identity = identity
+    }
+
+    /// The connection's setup asked its session for settings of its own (a vanished-client check): `restoring`
+    /// are the statements that apply them again after a pool's session reset.
+    mutating func sessionSettingsApplied(restoring: [String]) {
+        sessionRestore = restoring
     }
 
     /// The close is finishing the connection: the key to free now, or `nil` when a cancel in flight may still

@@ -172,7 +172,8 @@ extension PostgresConnection {
         guard state.withLock({ $0.machine.backendKey.pid == 0 }) else { return }
         do {
             try await executeInternally("SET client_connection_check_interval = 250")
-            state.withLock { $0.sessionRestore = ["SET client_connection_check_interval = 250"] }
+            let restoring = ["SET client_connection_check_interval = 250"]
+            state.withLock { $0.machine.sessionSettingsApplied(restoring: restoring) }
         } catch let error as PostgresError where error.code == .server {
             handle?.report("postgres.connection.noVanishCheck")
         }
@@ -194,7 +195,8 @@ extension PostgresConnection {
                 if interval > 0, try row.decode(Bool?.self, at: 4) != true {
                     handle?.report("postgres.connection.noVanishCheck")
                 } else if interval > 0 {
-                    state.withLock { $0.sessionRestore = ["SET client_connection_check_interval = \(interval)"] }
+                    let restoring = ["SET client_connection_check_interval = \(interval)"]
+                    state.withLock { $0.machine.sessionSettingsApplied(restoring: restoring) }
                 }
             }
         } catch let error as PostgresError where error.code == .server || error.code == .decoding {

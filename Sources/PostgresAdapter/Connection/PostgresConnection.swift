@@ -40,9 +40,6 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         var socket: Int32 = -1
         /// Set through ``askBeforeResending(_:)`` only (a pool's driver of shared statements).
         var resendGate: (@Sendable () -> Bool)?
-        /// The settings this connection asked its session for after it connected (``PostgresSessionOptions``),
-        /// as statements: the pool's session reset applies them again (``PostgresSessionReset``).
-        var sessionRestore: [String] = []
     }
 
     /// The sub-protocol of the query on the wire (the state machine holds it).

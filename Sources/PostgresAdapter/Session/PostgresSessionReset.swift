@@ -35,7 +35,7 @@ extension PostgresConnection {
     /// the lock, by the cleanup that owes it). `false` when libpq refused it: the connection is then broken.
     static func sendSessionReset(_ state: inout State) -> Bool {
         guard let conn = state.conn?.raw else { return false }
-        guard PQsendQuery(conn, PostgresSessionReset.sql(restoring: state.sessionRestore)) == 1 else {
+        guard PQsendQuery(conn, PostgresSessionReset.sql(restoring: state.machine.sessionRestore)) == 1 else {
             state.machine.lost()
             return false
         }
@@ -60,7 +60,7 @@ extension PostgresConnection {
             state.machine.lost()
             throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
         }
-        for statement in PostgresSessionReset.carried + state.sessionRestore {
+        for statement in PostgresSessionReset.carried + state.machine.sessionRestore {
             guard PQsendQueryParams(conn, statement, 0, nil, nil, nil, nil, 0) == 1 else {
                 state.machine.lost()
                 throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)

@@ -118,6 +118,23 @@ import Testing
         #expect(machine.close(now: now) == .finish)
     }
 
+    /// The settings the connection's setup asked for stay in the machine across resets: every reset applies them
+    /// again (`PostgresSessionReset.sql(restoring:)` reads them from here).
+    @Test func theSessionsOwnSettingsOutliveEveryReset() {
+        var machine = ConnectionStateMachine.keyed()
+        #expect(machine.sessionRestore.isEmpty)
+        machine.sessionSettingsApplied(restoring: ["SET client_connection_check_interval = 250"])
+        #expect(machine.begin() == .ready)
+        let id = machine.sent()
+        _ = machine.resultsEnded(id)
+        machine.requireSessionReset()
+        machine.end()
+        #expect(machine.beginCleanup() == .cleanUp)
+        #expect(machine.nextCleanupStep() == .resetSession)
+        _ = machine.sessionResetSent()
+        #expect(machine.sessionRestore == ["SET client_connection_check_interval = 250"])
+    }
+
     @Test func aBrokenConnectionOwesNothing() {
         var machine = usedOnce()
         machine.requireSessionReset()
