@@ -111,9 +111,12 @@ import ResourceKitObservation
                 seen.withLock { $0.append("\(event.what)") }
             })
         #expect(ResourceRegistry().eventSink == nil)
+        // The subject is the events, not the close's time: the kind's close bound is far past any stall of the
+        // process. With the default 5 s, a close queued behind the suite's start (every test at once, under the
+        // thread sanitizer, beside two busy loops) was reported as timed out and leaked.
+        let kind = ResourceKind(name: "test.sink", closeTimeout: TimingBound.singleShot * 6)
         try await withResourceScope("sink", registry: registry) { scope in
-            let handle = try await scope.register(
-                RecordingResource("a", log: CloseLog()), kind: ResourceKind(name: "test.sink"), label: "a")
+            let handle = try await scope.register(RecordingResource("a", log: CloseLog()), kind: kind, label: "a")
             handle.cancel()
         }
         let kinds = seen.withLock { $0 }
@@ -122,8 +125,7 @@ import ResourceKitObservation
         #expect(kinds.last?.hasPrefix("closed") == true)
         registry.eventSink = nil
         try await withResourceScope("quiet", registry: registry) { scope in
-            _ = try await scope.register(
-                RecordingResource("b", log: CloseLog()), kind: ResourceKind(name: "test.sink"), label: "b")
+            _ = try await scope.register(RecordingResource("b", log: CloseLog()), kind: kind, label: "b")
         }
         #expect(seen.withLock { $0.count } == 3)
     }
