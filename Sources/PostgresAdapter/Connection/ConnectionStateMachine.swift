@@ -110,7 +110,8 @@ struct ConnectionStateMachine: Sendable, Equatable {
         /// Whether any is in flight, and what waits for them wait on.
         var flight: Flight
         /// When the first went out: resends stop at the connection's `cancelTimeout` after it. Kept in a
-        /// fixed-layout form (`StoredInstant`), so that the machine is copied and read as plain words.
+        /// fixed-layout form (`StoredInstant`), so that the machine's layout is known when it is compiled
+        /// (Docs/Decisions/0006).
         let firstAt: StoredInstant
         /// How many were sent again because the query stayed unanswered.
         var resends: Int

@@ -29,8 +29,9 @@ import Testing
         let id = sent(&machine)
         #expect(machine.cancelRequested(id, now: now) == .send(id, .fastPath(identity, orRequest: .testKey)))
         #expect(machine.operationLeft(id, stop: true, now: now) == .none, "one stop per flight")
+        let settlement = try #require(machine.nextCleanupStep().settlement)
         let close = machine.close(now: now)
-        #expect(close == .settleThenFinish(try #require(machine.nextCleanupStepSettlement)))
+        #expect(close == .settleThenFinish(settlement))
     }
 
     /// No BackendKeyData (a proxy stripped it): the stop is the connection's shutdown, decided with the stop, so
@@ -90,11 +91,5 @@ extension ConnectionStateMachine {
         var machine = ConnectionStateMachine()
         machine.keyLearned(pid: 4242, cancel: .testKey)
         return machine
-    }
-
-    /// What a cleanup would wait on now, if anything.
-    var nextCleanupStepSettlement: CancelSettlement? {
-        if case .inFlight(_, let settlement) = cancels?.flight { return settlement }
-        return nil
     }
 }
