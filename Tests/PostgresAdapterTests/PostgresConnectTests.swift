@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
+import PostgresActivity
 import PostgresTestSupport
 @_spi(Testing) import ResourceKit
 import ResourceKitTesting
 import TestSupport
 import Testing
 
-@testable import PostgresAdapter
+@_spi(Testing) @testable import PostgresAdapter
 
 @Suite struct PostgresConnectTests {
     /// Scenario 13: connecting to a server that accepts and never answers is cancelled promptly; the socket
@@ -62,6 +63,25 @@ import Testing
             let connection = try await PostgresConnection.connect(
                 "postgres://postgres@127.0.0.1:\(port)/postgres", in: scope)
             #expect((connection.backendPID ?? 0) > 0)
+        }
+    }
+
+    /// A connection the server ended: libpq closes its socket when it reads the end, and from then on the
+    /// connection claims no descriptor (nor shuts one down: a listener's cancel does that). The number it had may
+    /// name a stranger's descriptor by then, opened anywhere in the process since.
+    @Test func aLostConnectionHoldsNoDescriptorLibPQClosed() async throws {
+        let conninfo = try await TestDatabase.conninfo()
+        try await withResourceScope("lost", registry: ResourceRegistry()) { scope in
+            let connection = try await PostgresConnection.connect(conninfo, in: scope)
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            let pid = try #require(connection.backendPID)
+            let socket = try #require(connection.ownedDescriptors.first)
+            _ = try await observer.query("SELECT pg_terminate_backend($1)", [pid])
+            let probe = PostgresActivityProbe(observer: observer, pollInterval: .milliseconds(5))
+            #expect(try await probe.waitUntil(.gone(.pid(pid)), within: TimingBound.singleShot) != nil)
+            await #expect(throws: PostgresError.self) { try await connection.execute("SELECT 1") }
+            #expect(connection.isBroken)
+            #expect(connection.ownedDescriptors.isEmpty, "still claims descriptor \(socket), which libpq closed")
         }
     }
 }

@@ -202,7 +202,7 @@ import Testing
         try await Self.withPool(conninfo, registry) { pool in
             _ = try await pool.withConnection { try await $0.query("SELECT 1") }  // the next lessee owes the reset
             let segments = try await pool.withConnection { connection in
-                let socket = connection.state.withLock { $0.socket }
+                let socket = connection.state.withLock { $0.conn?.socket ?? -1 }
                 let before = try #require(Self.dataSegmentsOut(socket), "no TCP_INFO: not a TCP connection")
                 #expect(try await connection.query("SELECT $1::int", [7]).count == 1)
                 return try #require(Self.dataSegmentsOut(socket)) - before

@@ -63,7 +63,7 @@ extension PostgresConnection {
     /// query (see `watchForVanishingWithoutCancelKey`). A non-blocking system call.
     private func shutDownForStop(_ id: ConnectionStateMachine.QueryID) {
         state.withLock { state in
-            if state.conn != nil, state.socket >= 0 { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
+            state.conn?.shutDown()
         }
         handle?.report("postgres.cancel.unavailable")
         cancelFinished(id)
@@ -120,9 +120,8 @@ extension PostgresConnection {
         let gate = state.withLock { state in state.machine.resendBasis(id) != nil ? state.resendGate : nil }
         guard gate?() ?? true else { return }
         let unanswered = state.withLock { state -> Bool in
-            guard state.machine.resendBasis(id) != nil, state.socket >= 0, state.conn != nil else { return false }
-            var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
-            return poll(&entry, 1, 0) == 0  // else an answer is arriving: it stopped
+            guard state.machine.resendBasis(id) != nil, let conn = state.conn, conn.socket >= 0 else { return false }
+            return !conn.hasInputWaiting  // else an answer is arriving: it stopped
         }
         guard unanswered else { return }
         statistics.record(.resend)

@@ -102,15 +102,9 @@ extension PostgresConnection {
 
     /// Ends a host attempt that failed or timed out, so that the next one starts from nothing.
     private func abandonAttempt() {
-        let conn = state.withLock { state -> PGConnPointer? in
-            defer {
-                state.conn = nil
-                state.socket = -1
-            }
-            if let conn = state.conn {
-                let live = PQsocket(conn.raw)
-                if live >= 0 { reactor.descriptorWillClose(live) }
-            }
+        let conn = state.withLock { state -> LibPQConnection? in
+            defer { state.conn = nil }
+            if let live = state.conn?.socket, live >= 0 { reactor.descriptorWillClose(live) }
             return state.conn
         }
         if let conn { PQfinish(conn.raw) }
@@ -124,7 +118,7 @@ extension PostgresConnection {
         // Before anything can arrive: libpq's default receiver would print to stderr.
         notices.install(on: raw)
         let failed = state.withLock { state -> Bool in
-            state.conn = PGConnPointer(raw: raw)
+            state.conn = LibPQConnection(raw: raw)
             return PQstatus(raw) == CONNECTION_BAD
         }
         if failed {
@@ -138,7 +132,6 @@ extension PostgresConnection {
             let (status, socket, message) = try state.withLock { state -> (PostgresPollingStatusType, Int32, String?) in
                 guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
                 let status = PQconnectPoll(conn.raw)
-                state.socket = PQsocket(conn.raw)
                 let message = status == PGRES_POLLING_FAILED ? String(cString: PQerrorMessage(conn.raw)) : nil
                 if status == PGRES_POLLING_OK {
                     PQsetnonblocking(conn.raw, 1)
@@ -147,7 +140,7 @@ extension PostgresConnection {
                     let key = pid == 0 ? nil : PQgetCancel(conn.raw).map(PGCancelPointer.init)
                     state.machine.keyLearned(pid: pid, cancel: key)
                 }
-                return (status, state.socket, message)
+                return (status, conn.socket, message)
             }
             notices.deliver(reportingTo: handle)
             switch status {

@@ -28,7 +28,8 @@ extension PostgresConnection {
 
     /// One non-blocking pass; under the lock.
     private static func drainStep(_ id: QueryID, _ state: inout State) throws -> DrainStep {
-        guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+        guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+        let conn = link.raw
         func lost() -> PostgresError {
             state.machine.lost()
             let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
@@ -38,12 +39,12 @@ extension PostgresConnection {
             switch state.machine.mode {
             case .copyIn:
                 let ended = PQputCopyEnd(conn, "the client cancelled the COPY")
-                if ended == 0 { return .wait(state.socket, .writable) }
+                if ended == 0 { return .wait(link.socket, .writable) }
                 if ended < 0 { throw lost() }
                 state.machine.copyEndQueued()
             case .copyInEnded:
                 let flushed = PQflush(conn)
-                if flushed == 1 { return .wait(state.socket, .writable) }
+                if flushed == 1 { return .wait(link.socket, .writable) }
                 if flushed < 0 { throw lost() }
                 state.machine.copyEnded()
             case .copyOut:
@@ -60,19 +61,19 @@ extension PostgresConnection {
                 var again: UnsafeMutablePointer<CChar>?
                 let retry = PQgetCopyData(conn, &again, 1)
                 if let again { PQfreemem(again) }
-                if retry == 0 { return .wait(state.socket, .readable) }
+                if retry == 0 { return .wait(link.socket, .readable) }
                 if retry == -1 { state.machine.copyEnded() }
                 if retry == -2 { throw lost() }
             case .simple, .pipeline, .carried, .sessionReset, .resetPrefix, .pipelinedStatement:
                 if state.machine.mode == .sessionReset {
                     // Handed to libpq by the cleanup: whatever of it the socket has not taken yet goes out now.
                     let flushed = PQflush(conn)
-                    if flushed == 1 { return .wait(state.socket, .writable) }
+                    if flushed == 1 { return .wait(link.socket, .writable) }
                     if flushed < 0 { throw lost() }
                 }
                 if PQisBusy(conn) == 1 {
                     if PQconsumeInput(conn) == 0 { throw lost() }
-                    if PQisBusy(conn) == 1 { return .wait(state.socket, .readable) }
+                    if PQisBusy(conn) == 1 { return .wait(link.socket, .readable) }
                 }
                 guard let result = PQgetResult(conn) else {
                     if state.machine.mode.isPipeline { continue }  // a NULL separates a pipeline's statements

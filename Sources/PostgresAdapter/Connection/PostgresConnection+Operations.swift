@@ -101,12 +101,13 @@ extension PostgresConnection {
         try PostgresWireText.check(sql, binds)
         let carry = try singleRow ? nil : deadlineToCarry().map { ($0, try Self.carriedMilliseconds($0)) }
         return try state.withLock { state in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable else {
+            guard let link = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
+            let conn = link.raw
             let prefixed = carryingReset && !singleRow && state.machine.takeSessionReset()
-            if prefixed { Self.corkSocket(state.socket, true) }
-            defer { if prefixed { Self.corkSocket(state.socket, false) } }
+            if prefixed { state.conn?.cork(true) }
+            defer { if prefixed { state.conn?.cork(false) } }
             if prefixed { try Self.queueSessionReset(conn, &state) }
             if let (deadline, milliseconds) = carry {
                 try Self.sendCarried(conn, sql, binds, milliseconds: milliseconds, &state)
@@ -139,9 +140,10 @@ extension PostgresConnection {
     func sendSimple(_ sql: String, mode: WireMode) throws -> QueryID {
         try PostgresWireText.check(sql, [])
         return try state.withLock { state in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable else {
+            guard let link = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
+            let conn = link.raw
             guard PQsendQuery(conn, sql) == 1 else {
                 let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
                 let lost = PQstatus(conn) == CONNECTION_BAD
@@ -157,8 +159,9 @@ extension PostgresConnection {
     func flush(_ id: QueryID, afterCancel: (@Sendable (CancellationReason) -> Void)? = nil) async throws {
         while true {
             let (pending, socket) = try state.withLock { state -> (Int32, Int32) in
-                guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
-                return (PQflush(conn), state.socket)
+                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+                let conn = link.raw
+                return (PQflush(conn), link.socket)
             }
             if pending == 0 { return }
             if pending < 0 {
@@ -304,7 +307,8 @@ extension PostgresConnection {
     /// nothing complete buffered (one system call per buffer-full of rows, not one per row).
     func pump(_ id: QueryID, consume: (OpaquePointer) -> Bool) throws -> PumpStep {
         let step = try state.withLock { state -> PumpStep in
-            guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+            guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+            let conn = link.raw
             if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
                 state.machine.lost()
                 let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
@@ -338,8 +342,8 @@ extension PostgresConnection {
                 defer { PQclear(result) }
                 if consume(result) { return .finished(.paused) }
             }
-            if inReset, case .resetPrefix = state.machine.mode { return .wait(state.socket, afterReset: false) }
-            return .wait(state.socket, afterReset: inReset)
+            if inReset, case .resetPrefix = state.machine.mode { return .wait(link.socket, afterReset: false) }
+            return .wait(link.socket, afterReset: inReset)
         }
         notices.deliver(reportingTo: handle)
         return step

@@ -55,15 +55,15 @@ extension PostgresConnection {
     /// reset it owes is no obstacle: the next operation carries it). Never waits.
     func isAliveWhileIdle() -> Bool {
         let alive = state.withLock { state -> Bool in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable,
+            guard let link = state.conn, !state.machine.isUnusable,
                 !state.machine.needsCleanup || state.machine.onlySessionResetOwed
             else {
                 return false
             }
             // Read until nothing more is waiting: a termination message comes first, end of stream after it.
-            var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
+            let conn = link.raw
             var looks = 0
-            while poll(&entry, 1, 0) != 0, looks < 16 {
+            while link.hasInputWaiting, looks < 16 {
                 looks += 1
                 if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD {
                     state.machine.lost()

@@ -36,8 +36,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
 
     struct State: Sendable {
         var machine = ConnectionStateMachine()
-        var conn: PGConnPointer?
-        var socket: Int32 = -1
+        /// libpq's connection; `nil` before the connect started and after the close.
+        var conn: LibPQConnection?
         /// Set through ``askBeforeResending(_:)`` only (a pool's driver of shared statements).
         var resendGate: (@Sendable () -> Bool)?
     }
@@ -90,7 +90,7 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// The sockets this connection owns now: its own and its control connection's (the cancel fast path), for
     /// the conformance kit's leak check, which attributes descriptors to the resource under test.
     @_spi(Testing) public var ownedDescriptors: [Int32] {
-        let own = state.withLock { $0.conn == nil || $0.socket < 0 ? [] : [$0.socket] }
+        let own = state.withLock { $0.conn?.socket }.map { $0 < 0 ? [] : [$0] } ?? []
         return own + (cancelChannel.withLock { $0 }?.controlDescriptors ?? [])
     }
 
@@ -168,14 +168,11 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         case .finish, .alreadyClosed:
             break
         }
-        let (conn, cancelKey) = state.withLock { state -> (PGConnPointer?, PGCancelPointer?) in
+        let (conn, cancelKey) = state.withLock { state -> (LibPQConnection?, PGCancelPointer?) in
             defer { state.conn = nil }
             // Only a socket libpq still has open is ours to deregister: after a failed connect or a lost
             // connection libpq already closed it, and the number may belong to someone else by now.
-            if let conn = state.conn {
-                let live = PQsocket(conn.raw)
-                if live >= 0 { reactor.descriptorWillClose(live) }
-            }
+            if let live = state.conn?.socket, live >= 0 { reactor.descriptorWillClose(live) }
             // A cancel request that never returned (frozen server) may still use the PGcancel: the machine then
             // hands out none, and the key is left to that thread rather than freed under it.
             return (state.conn, state.machine.keyReleased())

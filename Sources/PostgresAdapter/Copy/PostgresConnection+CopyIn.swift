@@ -54,14 +54,15 @@ extension PostgresConnection {
     private func put(_ chunk: [UInt8]) async throws -> Bool {
         while true {
             let (queued, socket) = try state.withLock { state -> (Int32, Int32) in
-                guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+                let conn = link.raw
                 let queued = chunk.withUnsafeBufferPointer { buffer in
                     buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(conn, $0.baseAddress, Int32($0.count)) }
                 }
                 if queued < 0, PQstatus(conn) != CONNECTION_BAD {
                     state.machine.copyEnded()  // the server ended the COPY: what is left is its error
                 }
-                return (queued, state.socket)
+                return (queued, link.socket)
             }
             if queued == 1 { return true }
             if queued < 0 {
@@ -75,9 +76,8 @@ extension PostgresConnection {
     /// Reads what the server sent during the COPY (an error ends it early), without waiting.
     private func readWhileCopying() throws {
         try state.withLock { state in
-            guard let conn = state.conn?.raw else { return }
-            var entry = pollfd(fd: state.socket, events: Int16(POLLIN), revents: 0)
-            guard poll(&entry, 1, 0) > 0 else { return }
+            guard let link = state.conn, link.hasInputWaiting else { return }
+            let conn = link.raw
             if PQconsumeInput(conn) == 0 {
                 state.machine.lost()
                 throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
@@ -90,18 +90,19 @@ extension PostgresConnection {
     private func finishCopy(_ id: QueryID) async throws {
         while true {
             let (step, socket) = try state.withLock { state -> (Int32, Int32) in
-                guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+                let conn = link.raw
                 switch state.machine.mode {
                 case .copyIn:
                     let ended = PQputCopyEnd(conn, nil)
                     if ended == 1 { state.machine.copyEndQueued() }
-                    return (ended == 1 ? 1 : ended, state.socket)
+                    return (ended == 1 ? 1 : ended, link.socket)
                 case .copyInEnded:
                     let flushed = PQflush(conn)
                     if flushed == 0 { state.machine.copyEnded() }
-                    return (flushed == 0 ? 2 : (flushed == 1 ? 0 : -1), state.socket)
+                    return (flushed == 0 ? 2 : (flushed == 1 ? 0 : -1), link.socket)
                 default:
-                    return (2, state.socket)  // the server ended it already
+                    return (2, link.socket)  // the server ended it already
                 }
             }
             switch step {

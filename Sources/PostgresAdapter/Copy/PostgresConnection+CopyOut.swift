@@ -17,9 +17,10 @@ extension PostgresConnection {
     /// wait on. A failure breaks the connection and throws ``PostgresError`` (`connection`).
     func copyOutStep(chunkSize: Int) throws -> CopyOutStep {
         try state.withLock { state -> CopyOutStep in
-            guard let conn = state.conn?.raw else {
+            guard let link = state.conn else {
                 throw PostgresError(.connection, "the connection was closed")
             }
+            let conn = link.raw
             var consumed = false
             var gathered: [UInt8] = []
             while true {
@@ -45,7 +46,7 @@ extension PostgresConnection {
                         state.machine.lost()
                         throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
                     }
-                    return .wait(state.socket)
+                    return .wait(link.socket)
                 }
                 if PQconsumeInput(conn) == 0 {
                     state.machine.lost()

@@ -11,9 +11,10 @@ extension PostgresConnection {
     /// on next, and the error that ended the connection, if one did (the connection is then broken).
     func readNotifications() -> ([PostgresNotification], Int32, PostgresError?) {
         let result = state.withLock { state -> ([PostgresNotification], Int32, PostgresError?) in
-            guard let conn = state.conn?.raw else {
+            guard let link = state.conn else {
                 return ([], -1, PostgresError(.connection, "the connection was closed"))
             }
+            let conn = link.raw
             var notifications: [PostgresNotification] = []
             let alive = PQconsumeInput(conn) == 1
             while let notify = PQnotifies(conn) {
@@ -29,11 +30,11 @@ extension PostgresConnection {
                 state.machine.lost()
                 let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
                 return (
-                    notifications, state.socket,
+                    notifications, link.socket,
                     PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
                 )
             }
-            return (notifications, state.socket, nil)
+            return (notifications, link.socket, nil)
         }
         notices.deliver(reportingTo: handle)
         return result
@@ -43,7 +44,7 @@ extension PostgresConnection {
     /// wakes; the connection is closed later by its owner.
     func shutDownSocket() {
         state.withLock { state in
-            if state.socket >= 0, state.conn != nil { _ = Glibc.shutdown(state.socket, Int32(SHUT_RDWR)) }
+            state.conn?.shutDown()
         }
     }
 }

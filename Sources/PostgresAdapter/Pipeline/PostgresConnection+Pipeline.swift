@@ -57,9 +57,10 @@ extension PostgresConnection {
                     case done(Bool)
                 }
                 let step = try state.withLock { state -> Step in
-                    guard let conn = state.conn?.raw else {
+                    guard let link = state.conn else {
                         throw PostgresError(.connection, "the connection was closed")
                     }
+                    let conn = link.raw
                     if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
                         state.machine.lost()
                         throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
@@ -105,7 +106,7 @@ extension PostgresConnection {
                             current = .failure(PostgresError(.invalidQuery, "COPY is not offered inside a pipeline"))
                         }
                     }
-                    return .wait(state.socket)
+                    return .wait(link.socket)
                 }
                 notices.deliver(reportingTo: handle)
                 switch step {
@@ -137,9 +138,10 @@ extension PostgresConnection {
     private func sendPipeline(_ statements: [PostgresStatement]) throws -> (QueryID, [PipelineItem]) {
         for statement in statements { try PostgresWireText.check(statement.sql, statement.binds) }
         return try state.withLock { state in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable else {
+            guard let link = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
+            let conn = link.raw
             guard PQenterPipelineMode(conn) == 1 else {
                 throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
             }

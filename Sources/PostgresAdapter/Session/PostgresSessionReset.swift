@@ -43,15 +43,6 @@ extension PostgresConnection {
         return true
     }
 
-    /// Corks (`on`) or uncorks the connection's TCP socket around a carried reset and the statement behind it.
-    /// libpq 15's `PQpipelineSync` flushes, so the reset's sync and the statement's would leave as two writes: two
-    /// segments, two wake-ups of the server. Corked, they leave as one segment when uncorked. A Unix socket refuses
-    /// the option, and nothing changes there.
-    static func corkSocket(_ socket: Int32, _ on: Bool) {
-        var value: Int32 = on ? 1 : 0
-        _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
-    }
-
     /// Enters pipeline mode and queues the session reset's statements and a sync of their own, in front of the
     /// work the caller queues next (under the lock; the sync keeps the work out of the reset's implicit
     /// transaction). A refused queue breaks the connection.

@@ -43,7 +43,8 @@ extension PostgresConnection {
         var atTheEnd: (rollBack: Bool, outcomes: [(Int, Result<PostgresResult, PostgresError>)])?
         while true {
             let socket = try state.withLock { state -> Int32? in
-                guard let conn = state.conn?.raw else { throw PostgresError(.connection, "the connection was closed") }
+                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+                let conn = link.raw
                 if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
                     state.machine.lost()
                     throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
@@ -96,7 +97,7 @@ extension PostgresConnection {
                         throw PostgresError(.connection, "a shared statement started COPY")
                     }
                 }
-                return state.socket
+                return link.socket
             }
             notices.deliver(reportingTo: handle)
             for (position, result) in arrived { outcome(position, result) }
@@ -125,7 +126,8 @@ extension PostgresConnection {
         let result =
             try await run(statement.sql, statement.binds) ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
         let blockOpen = state.withLock { state -> Bool in
-            guard let conn = state.conn?.raw else { return false }
+            guard let link = state.conn else { return false }
+            let conn = link.raw
             let status = PQtransactionStatus(conn)
             guard status == PQTRANS_INTRANS || status == PQTRANS_INERROR else { return false }
             state.machine.requireRollback()
@@ -154,9 +156,10 @@ extension PostgresConnection {
         _ claim: () -> [PostgresStatement], carryingReset: Bool
     ) throws -> (QueryID, Int, Bool)? {
         try state.withLock { state in
-            guard let conn = state.conn?.raw, !state.machine.isUnusable else {
+            guard let link = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
+            let conn = link.raw
             let statements = claim()
             if statements.isEmpty { return nil }
             let prefixed = carryingReset && state.machine.takeSessionReset()
