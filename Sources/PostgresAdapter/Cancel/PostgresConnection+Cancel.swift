@@ -75,8 +75,7 @@ extension PostgresConnection {
         statistics.record(.cancelRequest)
         handle?.report("postgres.cancel.request")
         let accepted = Self.cancelRequestPool.submit { [self] in
-            var buffer = [CChar](repeating: 0, count: 256)
-            _ = PQcancel(key.raw, &buffer, 256)
+            key.sendRequest()
             cancelFinished(id)
         }
         if !accepted {

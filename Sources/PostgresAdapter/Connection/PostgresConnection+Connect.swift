@@ -107,22 +107,21 @@ extension PostgresConnection {
             if let live = state.conn?.socket, live >= 0 { reactor.descriptorWillClose(live) }
             return state.conn
         }
-        if let conn { PQfinish(conn.raw) }
+        if let conn { conn.finish() }
     }
 
     private func start(_ info: ConnectionInfo) throws {
-        guard let raw = info.withParameterArrays({ keywords, values in PQconnectStartParams(keywords, values, 0) })
-        else {
+        guard let conn = info.withParameterArrays(LibPQConnection.start) else {
             throw PostgresError(.connection, "out of memory starting a connection")
         }
         // Before anything can arrive: libpq's default receiver would print to stderr.
-        notices.install(on: raw)
+        notices.install(on: conn)
         let failed = state.withLock { state -> Bool in
-            state.conn = LibPQConnection(raw: raw)
-            return PQstatus(raw) == CONNECTION_BAD
+            state.conn = conn
+            return conn.status() == CONNECTION_BAD
         }
         if failed {
-            let message = ConnectionInfo.scrub(String(cString: PQerrorMessage(raw)), password: info.password)
+            let message = ConnectionInfo.scrub(String(cString: conn.errorMessage()), password: info.password)
             throw PostgresError(.connection, message)
         }
     }
@@ -131,13 +130,13 @@ extension PostgresConnection {
         while true {
             let (status, socket, message) = try state.withLock { state -> (PostgresPollingStatusType, Int32, String?) in
                 guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
-                let status = PQconnectPoll(conn.raw)
-                let message = status == PGRES_POLLING_FAILED ? String(cString: PQerrorMessage(conn.raw)) : nil
+                let status = conn.connectPoll()
+                let message = status == PGRES_POLLING_FAILED ? String(cString: conn.errorMessage()) : nil
                 if status == PGRES_POLLING_OK {
-                    PQsetnonblocking(conn.raw, 1)
-                    let pid = PQbackendPID(conn.raw)
+                    conn.setnonblocking(1)
+                    let pid = conn.backendPID()
                     // No BackendKeyData (some proxies strip it): a cancel request could carry no key.
-                    let key = pid == 0 ? nil : PQgetCancel(conn.raw).map(PGCancelPointer.init)
+                    let key = pid == 0 ? nil : conn.getCancel().map(PGCancelPointer.init)
                     state.machine.keyLearned(pid: pid, cancel: key)
                 }
                 return (status, conn.socket, message)

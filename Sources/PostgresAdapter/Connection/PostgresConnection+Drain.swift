@@ -28,28 +28,27 @@ extension PostgresConnection {
 
     /// One non-blocking pass; under the lock.
     private static func drainStep(_ id: QueryID, _ state: inout State) throws -> DrainStep {
-        guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
-        let conn = link.raw
+        guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
         func lost() -> PostgresError {
             state.machine.lost()
-            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+            let message = conn.errorText
             return PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
         }
         while true {
             switch state.machine.mode {
             case .copyIn:
-                let ended = PQputCopyEnd(conn, "the client cancelled the COPY")
-                if ended == 0 { return .wait(link.socket, .writable) }
+                let ended = conn.putCopyEnd("the client cancelled the COPY")
+                if ended == 0 { return .wait(conn.socket, .writable) }
                 if ended < 0 { throw lost() }
                 state.machine.copyEndQueued()
             case .copyInEnded:
-                let flushed = PQflush(conn)
-                if flushed == 1 { return .wait(link.socket, .writable) }
+                let flushed = conn.flush()
+                if flushed == 1 { return .wait(conn.socket, .writable) }
                 if flushed < 0 { throw lost() }
                 state.machine.copyEnded()
             case .copyOut:
                 var buffer: UnsafeMutablePointer<CChar>?
-                let count = PQgetCopyData(conn, &buffer, 1)
+                let count = conn.getCopyData(&buffer, 1)
                 if let buffer { PQfreemem(buffer) }
                 if count > 0 { continue }
                 if count == -1 {
@@ -57,25 +56,25 @@ extension PostgresConnection {
                     continue
                 }
                 if count == -2 { throw lost() }
-                if PQconsumeInput(conn) == 0 { throw lost() }
+                if conn.consumeInput() == 0 { throw lost() }
                 var again: UnsafeMutablePointer<CChar>?
-                let retry = PQgetCopyData(conn, &again, 1)
+                let retry = conn.getCopyData(&again, 1)
                 if let again { PQfreemem(again) }
-                if retry == 0 { return .wait(link.socket, .readable) }
+                if retry == 0 { return .wait(conn.socket, .readable) }
                 if retry == -1 { state.machine.copyEnded() }
                 if retry == -2 { throw lost() }
             case .simple, .pipeline, .carried, .sessionReset, .resetPrefix, .pipelinedStatement:
                 if state.machine.mode == .sessionReset {
                     // Handed to libpq by the cleanup: whatever of it the socket has not taken yet goes out now.
-                    let flushed = PQflush(conn)
-                    if flushed == 1 { return .wait(link.socket, .writable) }
+                    let flushed = conn.flush()
+                    if flushed == 1 { return .wait(conn.socket, .writable) }
                     if flushed < 0 { throw lost() }
                 }
-                if PQisBusy(conn) == 1 {
-                    if PQconsumeInput(conn) == 0 { throw lost() }
-                    if PQisBusy(conn) == 1 { return .wait(link.socket, .readable) }
+                if conn.isBusy() == 1 {
+                    if conn.consumeInput() == 0 { throw lost() }
+                    if conn.isBusy() == 1 { return .wait(conn.socket, .readable) }
                 }
-                guard let result = PQgetResult(conn) else {
+                guard let result = conn.getResult() else {
                     if state.machine.mode.isPipeline { continue }  // a NULL separates a pipeline's statements
                     _ = state.machine.resultsEnded(id)
                     return .done
@@ -105,7 +104,7 @@ extension PostgresConnection {
                 case PGRES_COPY_OUT: state.machine.copyOutBegan()
                 case PGRES_COPY_IN: state.machine.copyInBegan()
                 case PGRES_PIPELINE_SYNC:
-                    if state.machine.pipelineSynced(), PQexitPipelineMode(conn) != 1 { throw lost() }
+                    if state.machine.pipelineSynced(), conn.exitPipelineMode() != 1 { throw lost() }
                     _ = state.machine.resultsEnded(id)
                     return .done
                 default: break

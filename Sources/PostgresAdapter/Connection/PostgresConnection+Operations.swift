@@ -101,10 +101,9 @@ extension PostgresConnection {
         try PostgresWireText.check(sql, binds)
         let carry = try singleRow ? nil : deadlineToCarry().map { ($0, try Self.carriedMilliseconds($0)) }
         return try state.withLock { state in
-            guard let link = state.conn, !state.machine.isUnusable else {
+            guard let conn = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
-            let conn = link.raw
             let prefixed = carryingReset && !singleRow && state.machine.takeSessionReset()
             if prefixed { state.conn?.cork(true) }
             defer { if prefixed { state.conn?.cork(false) } }
@@ -122,16 +121,16 @@ extension PostgresConnection {
             // new array on every call, `withCString` onto the stack.
             let sent = sql.withCString { text in
                 PostgresWireText.withParameters(binds) { types, values in
-                    PQsendQueryParams(conn, text, Int32(binds.count), types, values, nil, nil, 0)
+                    conn.sendQueryParams(text, Int32(binds.count), types, values, nil, nil, 0)
                 }
             }
             guard sent == 1 else {
-                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
-                let lost = PQstatus(conn) == CONNECTION_BAD
+                let message = conn.errorText
+                let lost = conn.status() == CONNECTION_BAD
                 if lost { state.machine.lost() }
                 throw PostgresError(lost ? .connection : .invalidQuery, message)
             }
-            if singleRow { PQsetSingleRowMode(conn) }
+            if singleRow { conn.setSingleRowMode() }
             return state.machine.sent()
         }
     }
@@ -140,13 +139,12 @@ extension PostgresConnection {
     func sendSimple(_ sql: String, mode: WireMode) throws -> QueryID {
         try PostgresWireText.check(sql, [])
         return try state.withLock { state in
-            guard let link = state.conn, !state.machine.isUnusable else {
+            guard let conn = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
-            let conn = link.raw
-            guard PQsendQuery(conn, sql) == 1 else {
-                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
-                let lost = PQstatus(conn) == CONNECTION_BAD
+            guard conn.sendQuery(sql) == 1 else {
+                let message = conn.errorText
+                let lost = conn.status() == CONNECTION_BAD
                 if lost { state.machine.lost() }
                 throw PostgresError(lost ? .connection : .invalidQuery, message)
             }
@@ -159,9 +157,8 @@ extension PostgresConnection {
     func flush(_ id: QueryID, afterCancel: (@Sendable (CancellationReason) -> Void)? = nil) async throws {
         while true {
             let (pending, socket) = try state.withLock { state -> (Int32, Int32) in
-                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
-                let conn = link.raw
-                return (PQflush(conn), link.socket)
+                guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+                return (conn.flush(), conn.socket)
             }
             if pending == 0 { return }
             if pending < 0 {
@@ -280,10 +277,10 @@ extension PostgresConnection {
     /// flushed as far as the socket takes it), so the server aborts the load without waiting for the
     /// connection's next operation; the cleanup finishes what could not be sent. Under the lock.
     static func abortCopyIn(_ state: inout State) {
-        guard state.machine.mode == .copyIn, let conn = state.conn?.raw else { return }
-        if PQputCopyEnd(conn, "the client cancelled the COPY") == 1 {
+        guard state.machine.mode == .copyIn, let conn = state.conn else { return }
+        if conn.putCopyEnd("the client cancelled the COPY") == 1 {
             state.machine.copyEndQueued()
-            _ = PQflush(conn)
+            _ = conn.flush()
         }
     }
 
@@ -307,17 +304,16 @@ extension PostgresConnection {
     /// nothing complete buffered (one system call per buffer-full of rows, not one per row).
     func pump(_ id: QueryID, consume: (OpaquePointer) -> Bool) throws -> PumpStep {
         let step = try state.withLock { state -> PumpStep in
-            guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
-            let conn = link.raw
-            if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
+            guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+            if conn.isBusy() == 1, conn.consumeInput() == 0 {
                 state.machine.lost()
-                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                let message = conn.errorText
                 throw PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
             }
             var inReset = false
             if case .resetPrefix = state.machine.mode { inReset = true }
-            while PQisBusy(conn) == 0 {
-                let next = PQgetResult(conn)
+            while conn.isBusy() == 0 {
+                let next = conn.getResult()
                 let taken: CarriedStep?
                 switch state.machine.mode {
                 case .carried: taken = try Self.takeCarried(next, conn, &state)
@@ -342,8 +338,8 @@ extension PostgresConnection {
                 defer { PQclear(result) }
                 if consume(result) { return .finished(.paused) }
             }
-            if inReset, case .resetPrefix = state.machine.mode { return .wait(link.socket, afterReset: false) }
-            return .wait(link.socket, afterReset: inReset)
+            if inReset, case .resetPrefix = state.machine.mode { return .wait(conn.socket, afterReset: false) }
+            return .wait(conn.socket, afterReset: inReset)
         }
         notices.deliver(reportingTo: handle)
         return step

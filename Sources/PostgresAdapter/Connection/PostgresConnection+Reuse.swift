@@ -14,8 +14,8 @@ extension PostgresConnection {
     /// sessions"); a connection whose only debt is that reset is handed out as clean.
     func returnedState(resettingSession: Bool) -> PooledConnectionState {
         state.withLock { state in
-            if let conn = state.conn?.raw, !state.machine.isUnusable, !state.machine.leased {
-                switch PQtransactionStatus(conn) {
+            if let conn = state.conn, !state.machine.isUnusable, !state.machine.leased {
+                switch conn.transactionStatus() {
                 case PQTRANS_INTRANS, PQTRANS_INERROR: state.machine.requireRollback()
                 case PQTRANS_UNKNOWN: state.machine.lost()
                 default: break
@@ -55,23 +55,22 @@ extension PostgresConnection {
     /// reset it owes is no obstacle: the next operation carries it). Never waits.
     func isAliveWhileIdle() -> Bool {
         let alive = state.withLock { state -> Bool in
-            guard let link = state.conn, !state.machine.isUnusable,
+            guard let conn = state.conn, !state.machine.isUnusable,
                 !state.machine.needsCleanup || state.machine.onlySessionResetOwed
             else {
                 return false
             }
             // Read until nothing more is waiting: a termination message comes first, end of stream after it.
-            let conn = link.raw
             var looks = 0
-            while link.hasInputWaiting, looks < 16 {
+            while conn.hasInputWaiting, looks < 16 {
                 looks += 1
-                if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD {
+                if conn.consumeInput() == 0 || conn.status() == CONNECTION_BAD {
                     state.machine.lost()
                     return false
                 }
-                while let notification = PQnotifies(conn) { PQfreemem(notification) }
+                while let notification = conn.notifies() { PQfreemem(notification) }
             }
-            return PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE
+            return conn.status() == CONNECTION_OK && conn.transactionStatus() == PQTRANS_IDLE
         }
         notices.deliver(reportingTo: handle)
         return alive

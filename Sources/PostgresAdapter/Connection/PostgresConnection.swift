@@ -177,8 +177,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
             // hands out none, and the key is left to that thread rather than freed under it.
             return (state.conn, state.machine.keyReleased())
         }
-        if let conn { PQfinish(conn.raw) }
-        if let cancelKey { PQfreeCancel(cancelKey.raw) }
+        if let conn { conn.finish() }
+        if let cancelKey { cancelKey.free() }
         // The closed handle stays in the slot, as `HandleSlot` asks: a later operation's checks throw
         // (`checkHandleBeforeBegin()` turns that into this connection's own "closed" error).
     }

@@ -54,15 +54,14 @@ extension PostgresConnection {
     private func put(_ chunk: [UInt8]) async throws -> Bool {
         while true {
             let (queued, socket) = try state.withLock { state -> (Int32, Int32) in
-                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
-                let conn = link.raw
+                guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
                 let queued = chunk.withUnsafeBufferPointer { buffer in
-                    buffer.withMemoryRebound(to: CChar.self) { PQputCopyData(conn, $0.baseAddress, Int32($0.count)) }
+                    buffer.withMemoryRebound(to: CChar.self) { conn.putCopyData($0.baseAddress, Int32($0.count)) }
                 }
-                if queued < 0, PQstatus(conn) != CONNECTION_BAD {
+                if queued < 0, conn.status() != CONNECTION_BAD {
                     state.machine.copyEnded()  // the server ended the COPY: what is left is its error
                 }
-                return (queued, link.socket)
+                return (queued, conn.socket)
             }
             if queued == 1 { return true }
             if queued < 0 {
@@ -76,11 +75,10 @@ extension PostgresConnection {
     /// Reads what the server sent during the COPY (an error ends it early), without waiting.
     private func readWhileCopying() throws {
         try state.withLock { state in
-            guard let link = state.conn, link.hasInputWaiting else { return }
-            let conn = link.raw
-            if PQconsumeInput(conn) == 0 {
+            guard let conn = state.conn, conn.hasInputWaiting else { return }
+            if conn.consumeInput() == 0 {
                 state.machine.lost()
-                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                throw PostgresError(.connection, conn.errorText)
             }
         }
         notices.deliver(reportingTo: handle)
@@ -90,19 +88,18 @@ extension PostgresConnection {
     private func finishCopy(_ id: QueryID) async throws {
         while true {
             let (step, socket) = try state.withLock { state -> (Int32, Int32) in
-                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
-                let conn = link.raw
+                guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
                 switch state.machine.mode {
                 case .copyIn:
-                    let ended = PQputCopyEnd(conn, nil)
+                    let ended = conn.putCopyEnd(nil)
                     if ended == 1 { state.machine.copyEndQueued() }
-                    return (ended == 1 ? 1 : ended, link.socket)
+                    return (ended == 1 ? 1 : ended, conn.socket)
                 case .copyInEnded:
-                    let flushed = PQflush(conn)
+                    let flushed = conn.flush()
                     if flushed == 0 { state.machine.copyEnded() }
-                    return (flushed == 0 ? 2 : (flushed == 1 ? 0 : -1), link.socket)
+                    return (flushed == 0 ? 2 : (flushed == 1 ? 0 : -1), conn.socket)
                 default:
-                    return (2, link.socket)  // the server ended it already
+                    return (2, conn.socket)  // the server ended it already
                 }
             }
             switch step {

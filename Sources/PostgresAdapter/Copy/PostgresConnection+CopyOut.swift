@@ -17,15 +17,14 @@ extension PostgresConnection {
     /// wait on. A failure breaks the connection and throws ``PostgresError`` (`connection`).
     func copyOutStep(chunkSize: Int) throws -> CopyOutStep {
         try state.withLock { state -> CopyOutStep in
-            guard let link = state.conn else {
+            guard let conn = state.conn else {
                 throw PostgresError(.connection, "the connection was closed")
             }
-            let conn = link.raw
             var consumed = false
             var gathered: [UInt8] = []
             while true {
                 var buffer: UnsafeMutablePointer<CChar>?
-                let count = PQgetCopyData(conn, &buffer, 1)
+                let count = conn.getCopyData(&buffer, 1)
                 if count > 0, let buffer {
                     // Whole rows, as many as libpq already holds, up to the chunk size: one step per
                     // buffer-full, not one per row.
@@ -44,13 +43,13 @@ extension PostgresConnection {
                 if count == -2 || consumed {
                     if count == -2 {
                         state.machine.lost()
-                        throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                        throw PostgresError(.connection, conn.errorText)
                     }
-                    return .wait(link.socket)
+                    return .wait(conn.socket)
                 }
-                if PQconsumeInput(conn) == 0 {
+                if conn.consumeInput() == 0 {
                     state.machine.lost()
-                    throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                    throw PostgresError(.connection, conn.errorText)
                 }
                 consumed = true
             }

@@ -11,13 +11,12 @@ extension PostgresConnection {
     /// on next, and the error that ended the connection, if one did (the connection is then broken).
     func readNotifications() -> ([PostgresNotification], Int32, PostgresError?) {
         let result = state.withLock { state -> ([PostgresNotification], Int32, PostgresError?) in
-            guard let link = state.conn else {
+            guard let conn = state.conn else {
                 return ([], -1, PostgresError(.connection, "the connection was closed"))
             }
-            let conn = link.raw
             var notifications: [PostgresNotification] = []
-            let alive = PQconsumeInput(conn) == 1
-            while let notify = PQnotifies(conn) {
+            let alive = conn.consumeInput() == 1
+            while let notify = conn.notifies() {
                 notifications.append(
                     PostgresNotification(
                         channel: String(cString: notify.pointee.relname),
@@ -28,13 +27,13 @@ extension PostgresConnection {
             }
             if !alive {
                 state.machine.lost()
-                let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                let message = conn.errorText
                 return (
-                    notifications, link.socket,
+                    notifications, conn.socket,
                     PostgresError(.connection, message.isEmpty ? "the connection was lost" : message)
                 )
             }
-            return (notifications, link.socket, nil)
+            return (notifications, conn.socket, nil)
         }
         notices.deliver(reportingTo: handle)
         return result

@@ -78,12 +78,12 @@ final class NoticeSink: Sendable {
 
     /// Installs the receiver on `conn`. The sink must outlive `conn` (the connection keeps it until after
     /// `PQfinish`).
-    func install(on conn: OpaquePointer) {
+    func install(on conn: LibPQConnection) {
         let receiver: PQnoticeReceiver = { argument, result in
             guard let argument, let result else { return }
             Unmanaged<NoticeSink>.fromOpaque(argument).takeUnretainedValue().receive(PostgresNotice(result: result))
         }
-        PQsetNoticeReceiver(conn, receiver, Unmanaged.passUnretained(self).toOpaque())
+        conn.setNoticeReceiver(receiver, Unmanaged.passUnretained(self).toOpaque())
     }
 }
 

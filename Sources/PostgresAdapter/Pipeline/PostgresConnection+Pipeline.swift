@@ -57,16 +57,15 @@ extension PostgresConnection {
                     case done(Bool)
                 }
                 let step = try state.withLock { state -> Step in
-                    guard let link = state.conn else {
+                    guard let conn = state.conn else {
                         throw PostgresError(.connection, "the connection was closed")
                     }
-                    let conn = link.raw
-                    if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
+                    if conn.isBusy() == 1, conn.consumeInput() == 0 {
                         state.machine.lost()
-                        throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                        throw PostgresError(.connection, conn.errorText)
                     }
-                    while PQisBusy(conn) == 0 {
-                        guard let result = PQgetResult(conn) else {
+                    while conn.isBusy() == 0 {
+                        guard let result = conn.getResult() else {
                             // The end of one queued item's results: a statement's go to the caller, a
                             // prepare's are only checked (its failure shows on the statements it serves).
                             if entry < plan.count, let finished = current {
@@ -90,7 +89,7 @@ extension PostgresConnection {
                         defer { PQclear(result) }
                         switch PQresultStatus(result) {
                         case PGRES_PIPELINE_SYNC:
-                            if state.machine.pipelineSynced(), PQexitPipelineMode(conn) != 1 {
+                            if state.machine.pipelineSynced(), conn.exitPipelineMode() != 1 {
                                 state.machine.lost()
                                 throw PostgresError(.connection, "could not leave pipeline mode")
                             }
@@ -106,7 +105,7 @@ extension PostgresConnection {
                             current = .failure(PostgresError(.invalidQuery, "COPY is not offered inside a pipeline"))
                         }
                     }
-                    return .wait(link.socket)
+                    return .wait(conn.socket)
                 }
                 notices.deliver(reportingTo: handle)
                 switch step {
@@ -138,12 +137,11 @@ extension PostgresConnection {
     private func sendPipeline(_ statements: [PostgresStatement]) throws -> (QueryID, [PipelineItem]) {
         for statement in statements { try PostgresWireText.check(statement.sql, statement.binds) }
         return try state.withLock { state in
-            guard let link = state.conn, !state.machine.isUnusable else {
+            guard let conn = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
-            let conn = link.raw
-            guard PQenterPipelineMode(conn) == 1 else {
-                throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+            guard conn.enterPipelineMode() == 1 else {
+                throw PostgresError(.invalidQuery, conn.errorText)
             }
             var plan: [PipelineItem] = []
             plan.reserveCapacity(statements.count + 1)
@@ -157,30 +155,30 @@ extension PostgresConnection {
                 let count = Int32(statement.binds.count)
                 try PostgresWireText.withParameters(statement.binds) { types, values in
                     if startsRun {
-                        guard PQsendPrepare(conn, "", statement.sql, count, types) == 1 else {
-                            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                        guard conn.sendPrepare("", statement.sql, count, types) == 1 else {
+                            let message = conn.errorText
                             state.machine.lost()
                             throw PostgresError(
-                                PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+                                conn.status() == CONNECTION_BAD ? .connection : .invalidQuery, message)
                         }
                         plan.append(.prepare)
                     }
                     let queued =
                         inRun
-                        ? PQsendQueryPrepared(conn, "", count, values, nil, nil, 0)
-                        : PQsendQueryParams(conn, statement.sql, count, types, values, nil, nil, 0)
+                        ? conn.sendQueryPrepared("", count, values, nil, nil, 0)
+                        : conn.sendQueryParams(statement.sql, count, types, values, nil, nil, 0)
                     plan.append(.statement)
                     guard queued == 1 else {
-                        let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                        let message = conn.errorText
                         // Queued but unsent statements cannot be taken back: the connection's state is unknown.
                         state.machine.lost()
-                        throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+                        throw PostgresError(conn.status() == CONNECTION_BAD ? .connection : .invalidQuery, message)
                     }
                 }
             }
-            guard PQpipelineSync(conn) == 1 else {
+            guard conn.pipelineSync() == 1 else {
                 state.machine.lost()
-                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                throw PostgresError(.connection, conn.errorText)
             }
             return (state.machine.sent(mode: .pipeline), plan)
         }

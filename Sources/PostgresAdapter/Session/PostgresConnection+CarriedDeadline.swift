@@ -57,22 +57,22 @@ extension PostgresConnection {
     /// perhaps, a session reset queued in front of it in the same pipeline). A refused queue breaks the
     /// connection: queued items cannot be taken back.
     static func sendCarried(
-        _ conn: OpaquePointer, _ sql: String, _ binds: [PostgresBind], milliseconds: Int64, _ state: inout State
+        _ conn: LibPQConnection, _ sql: String, _ binds: [PostgresBind], milliseconds: Int64, _ state: inout State
     ) throws {
-        guard PQpipelineStatus(conn) == PQ_PIPELINE_ON || PQenterPipelineMode(conn) == 1 else {
-            throw PostgresError(.invalidQuery, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+        guard conn.pipelineStatus() == PQ_PIPELINE_ON || conn.enterPipelineMode() == 1 else {
+            throw PostgresError(.invalidQuery, conn.errorText)
         }
         func queue(_ sql: String, _ binds: [PostgresBind]) -> Bool {
             PostgresWireText.withParameters(binds) { types, values in
-                PQsendQueryParams(conn, sql, Int32(binds.count), types, values, nil, nil, 0)
+                conn.sendQueryParams(sql, Int32(binds.count), types, values, nil, nil, 0)
             } == 1
         }
         guard queue(carryPrelude, [milliseconds.postgresBind]), queue(sql, binds), queue(carryEpilogue, []),
-            PQpipelineSync(conn) == 1
+            conn.pipelineSync() == 1
         else {
-            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+            let message = conn.errorText
             state.machine.lost()
-            throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+            throw PostgresError(conn.status() == CONNECTION_BAD ? .connection : .invalidQuery, message)
         }
     }
 
@@ -88,7 +88,7 @@ extension PostgresConnection {
 
     /// What ``pump(_:consume:)`` does with `result` (nil: the end of one queued statement's results) while a
     /// carried statement's pipeline is read. Under the lock.
-    static func takeCarried(_ result: OpaquePointer?, _ conn: OpaquePointer, _ state: inout State) throws
+    static func takeCarried(_ result: OpaquePointer?, _ conn: LibPQConnection, _ state: inout State) throws
         -> CarriedStep
     {
         guard case .carried(var carried) = state.machine.mode else { return .callers }
@@ -110,7 +110,7 @@ extension PostgresConnection {
             return .taken
         case .epilogue:
             guard let result, PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .taken }
-            guard PQexitPipelineMode(conn) == 1 else {
+            guard conn.exitPipelineMode() == 1 else {
                 state.machine.lost()
                 throw PostgresError(.connection, "could not leave pipeline mode")
             }

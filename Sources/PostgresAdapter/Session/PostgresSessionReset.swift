@@ -34,8 +34,8 @@ extension PostgresConnection {
     /// Hands the pool's session reset to libpq as one simple-protocol string, on a round trip of its own (under
     /// the lock, by the cleanup that owes it). `false` when libpq refused it: the connection is then broken.
     static func sendSessionReset(_ state: inout State) -> Bool {
-        guard let conn = state.conn?.raw else { return false }
-        guard PQsendQuery(conn, PostgresSessionReset.sql(restoring: state.machine.sessionRestore)) == 1 else {
+        guard let conn = state.conn else { return false }
+        guard conn.sendQuery(PostgresSessionReset.sql(restoring: state.machine.sessionRestore)) == 1 else {
             state.machine.lost()
             return false
         }
@@ -46,43 +46,43 @@ extension PostgresConnection {
     /// Enters pipeline mode and queues the session reset's statements and a sync of their own, in front of the
     /// work the caller queues next (under the lock; the sync keeps the work out of the reset's implicit
     /// transaction). A refused queue breaks the connection.
-    static func queueSessionReset(_ conn: OpaquePointer, _ state: inout State) throws {
-        guard PQenterPipelineMode(conn) == 1 else {
+    static func queueSessionReset(_ conn: LibPQConnection, _ state: inout State) throws {
+        guard conn.enterPipelineMode() == 1 else {
             state.machine.lost()
-            throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+            throw PostgresError(.connection, conn.errorText)
         }
         for statement in PostgresSessionReset.carried + state.machine.sessionRestore {
-            guard PQsendQueryParams(conn, statement, 0, nil, nil, nil, nil, 0) == 1 else {
+            guard conn.sendQueryParams(statement, 0, nil, nil, nil, nil, 0) == 1 else {
                 state.machine.lost()
-                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                throw PostgresError(.connection, conn.errorText)
             }
         }
-        guard PQpipelineSync(conn) == 1 else {
+        guard conn.pipelineSync() == 1 else {
             state.machine.lost()
-            throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+            throw PostgresError(.connection, conn.errorText)
         }
     }
 
     /// Queues one statement and its sync in the pipeline a carried reset opened (under the lock). A refused queue
     /// breaks the connection: the reset in front of it cannot be taken back.
     static func queueInPipeline(
-        _ conn: OpaquePointer, _ sql: String, _ binds: [PostgresBind], _ state: inout State
+        _ conn: LibPQConnection, _ sql: String, _ binds: [PostgresBind], _ state: inout State
     ) throws {
         let queued = sql.withCString { text in
             PostgresWireText.withParameters(binds) { types, values in
-                PQsendQueryParams(conn, text, Int32(binds.count), types, values, nil, nil, 0)
+                conn.sendQueryParams(text, Int32(binds.count), types, values, nil, nil, 0)
             }
         }
-        guard queued == 1, PQpipelineSync(conn) == 1 else {
-            let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+        guard queued == 1, conn.pipelineSync() == 1 else {
+            let message = conn.errorText
             state.machine.lost()
-            throw PostgresError(PQstatus(conn) == CONNECTION_BAD ? .connection : .invalidQuery, message)
+            throw PostgresError(conn.status() == CONNECTION_BAD ? .connection : .invalidQuery, message)
         }
     }
 
     /// What ``pump(_:consume:)`` does with `result` (nil: the end of one queued statement's results) while a
     /// carried reset, or the statement behind it, is read. Under the lock.
-    static func takePipelined(_ result: OpaquePointer?, _ conn: OpaquePointer, _ state: inout State) throws
+    static func takePipelined(_ result: OpaquePointer?, _ conn: LibPQConnection, _ state: inout State) throws
         -> CarriedStep
     {
         switch state.machine.mode {
@@ -99,7 +99,7 @@ extension PostgresConnection {
         case .pipelinedStatement:
             guard let result else { return .taken }
             guard PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .callers }
-            if state.machine.pipelineSynced(), PQexitPipelineMode(conn) != 1 {
+            if state.machine.pipelineSynced(), conn.exitPipelineMode() != 1 {
                 state.machine.lost()
                 throw PostgresError(.connection, "could not leave pipeline mode")
             }

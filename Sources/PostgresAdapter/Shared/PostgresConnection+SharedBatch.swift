@@ -43,14 +43,13 @@ extension PostgresConnection {
         var atTheEnd: (rollBack: Bool, outcomes: [(Int, Result<PostgresResult, PostgresError>)])?
         while true {
             let socket = try state.withLock { state -> Int32? in
-                guard let link = state.conn else { throw PostgresError(.connection, "the connection was closed") }
-                let conn = link.raw
-                if PQisBusy(conn) == 1, PQconsumeInput(conn) == 0 {
+                guard let conn = state.conn else { throw PostgresError(.connection, "the connection was closed") }
+                if conn.isBusy() == 1, conn.consumeInput() == 0 {
                     state.machine.lost()
-                    throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                    throw PostgresError(.connection, conn.errorText)
                 }
-                while PQisBusy(conn) == 0 {
-                    guard let result = PQgetResult(conn) else { continue }  // the end of a statement's results
+                while conn.isBusy() == 0 {
+                    guard let result = conn.getResult() else { continue }  // the end of a statement's results
                     defer { PQclear(result) }
                     switch PQresultStatus(result) {
                     case _ where index < 0:
@@ -66,12 +65,12 @@ extension PostgresConnection {
                         current = nil
                         index += 1
                         if index == count {
-                            guard PQexitPipelineMode(conn) == 1 else {
+                            guard conn.exitPipelineMode() == 1 else {
                                 state.machine.lost()
                                 throw PostgresError(.connection, "could not leave pipeline mode")
                             }
                             // libpq tells the transaction status only when nothing is pending: at the batch's end.
-                            switch ledger.batchEnded(sessionIdle: PQtransactionStatus(conn) == PQTRANS_IDLE) {
+                            switch ledger.batchEnded(sessionIdle: conn.transactionStatus() == PQTRANS_IDLE) {
                             case .unexplained:
                                 state.machine.lost()
                                 throw Self.transactionLeftOpen
@@ -97,7 +96,7 @@ extension PostgresConnection {
                         throw PostgresError(.connection, "a shared statement started COPY")
                     }
                 }
-                return link.socket
+                return conn.socket
             }
             notices.deliver(reportingTo: handle)
             for (position, result) in arrived { outcome(position, result) }
@@ -126,9 +125,8 @@ extension PostgresConnection {
         let result =
             try await run(statement.sql, statement.binds) ?? PostgresResult(rows: [], commandTag: "", affectedRows: nil)
         let blockOpen = state.withLock { state -> Bool in
-            guard let link = state.conn else { return false }
-            let conn = link.raw
-            let status = PQtransactionStatus(conn)
+            guard let conn = state.conn else { return false }
+            let status = conn.transactionStatus()
             guard status == PQTRANS_INTRANS || status == PQTRANS_INERROR else { return false }
             state.machine.requireRollback()
             return true
@@ -156,26 +154,25 @@ extension PostgresConnection {
         _ claim: () -> [PostgresStatement], carryingReset: Bool
     ) throws -> (QueryID, Int, Bool)? {
         try state.withLock { state in
-            guard let link = state.conn, !state.machine.isUnusable else {
+            guard let conn = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
-            let conn = link.raw
             let statements = claim()
             if statements.isEmpty { return nil }
             let prefixed = carryingReset && state.machine.takeSessionReset()
             if prefixed { try Self.queueSessionReset(conn, &state) }
-            guard PQpipelineStatus(conn) == PQ_PIPELINE_ON || PQenterPipelineMode(conn) == 1 else {
+            guard conn.pipelineStatus() == PQ_PIPELINE_ON || conn.enterPipelineMode() == 1 else {
                 state.machine.lost()
-                throw PostgresError(.connection, String(cString: PQerrorMessage(conn)).trimmingSpaces)
+                throw PostgresError(.connection, conn.errorText)
             }
             for statement in statements {
                 let queued = statement.sql.withCString { text in
                     PostgresWireText.withParameters(statement.binds) { types, values in
-                        PQsendQueryParams(conn, text, Int32(statement.binds.count), types, values, nil, nil, 0)
+                        conn.sendQueryParams(text, Int32(statement.binds.count), types, values, nil, nil, 0)
                     }
                 }
-                guard queued == 1, PQpipelineSync(conn) == 1 else {
-                    let message = String(cString: PQerrorMessage(conn)).trimmingSpaces
+                guard queued == 1, conn.pipelineSync() == 1 else {
+                    let message = conn.errorText
                     state.machine.lost()
                     throw PostgresError(.connection, message)
                 }
