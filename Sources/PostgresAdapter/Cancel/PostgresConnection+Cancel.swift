@@ -2,10 +2,6 @@ import CLibPQ
 import ResourceKit
 public import ResourceKitIO
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// How a connection's cancels travel: the state machine decides (under the lock) whether a cancel may go out
 /// for a query; the path is chosen and the work started after the lock is released.
 extension PostgresConnection {

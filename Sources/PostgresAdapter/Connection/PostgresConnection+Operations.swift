@@ -105,8 +105,8 @@ extension PostgresConnection {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
             let prefixed = carryingReset && !singleRow && state.machine.takeSessionReset()
-            if prefixed { state.conn?.cork(true) }
-            defer { if prefixed { state.conn?.cork(false) } }
+            if prefixed { conn.cork(true) }
+            defer { if prefixed { conn.cork(false) } }
             if prefixed { try Self.queueSessionReset(conn, &state) }
             if let (deadline, milliseconds) = carry {
                 try Self.sendCarried(conn, sql, binds, milliseconds: milliseconds, &state)

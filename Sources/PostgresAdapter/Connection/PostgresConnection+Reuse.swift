@@ -1,10 +1,6 @@
 import CLibPQ
 import ResourceKit
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What a pool asks a connection between leases. The pool never reads the connection's state or calls libpq
 /// itself: the connection answers from its own state machine (Docs/Architecture.md, "The Postgres adapter").
 extension PostgresConnection {

@@ -90,8 +90,8 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
     /// The sockets this connection owns now: its own and its control connection's (the cancel fast path), for
     /// the conformance kit's leak check, which attributes descriptors to the resource under test.
     @_spi(Testing) public var ownedDescriptors: [Int32] {
-        let own = state.withLock { $0.conn?.socket }.map { $0 < 0 ? [] : [$0] } ?? []
-        return own + (cancelChannel.withLock { $0 }?.controlDescriptors ?? [])
+        let own = state.withLock { $0.conn?.socket ?? -1 }
+        return (own >= 0 ? [own] : []) + (cancelChannel.withLock { $0 }?.controlDescriptors ?? [])
     }
 
     /// The verified backend and server (see ``PostgresBackendIdentity``), or `nil` when unverified.

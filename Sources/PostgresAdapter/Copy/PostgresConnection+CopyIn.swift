@@ -1,10 +1,6 @@
 import CLibPQ
 import ResourceKit
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 extension PostgresConnection {
     /// Runs `COPY ... FROM STDIN`, feeding it the chunks of `source` (COPY text or CSV bytes; chunk boundaries
     /// need not fall on rows) through libpq's non-blocking copy API, with backpressure: when the socket is full

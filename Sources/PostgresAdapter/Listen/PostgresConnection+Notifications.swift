@@ -1,10 +1,6 @@
 import CLibPQ
 import ResourceKit
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What a listener asks its connection: the listener never reads the connection's state or calls libpq.
 extension PostgresConnection {
     /// Reads what arrived, without waiting, under the connection's lock: the notifications, the socket to wait

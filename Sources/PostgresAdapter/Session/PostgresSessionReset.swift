@@ -1,9 +1,5 @@
 import CLibPQ
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What a pooled connection's session is reset to between users (Docs/Architecture.md, "Clean sessions"):
 /// `DISCARD ALL`. A session after it is a fresh connection's: settings back to the values the connection started
 /// with (its conninfo's `options` included), no prepared statements, cursors, `LISTEN`s, temporary tables,
