@@ -9,6 +9,9 @@ protocol CancelNode: AnyObject, Sendable {
     /// The task that runs the node's body (``TaskIdentity``); 0 for a scope no body runs in (a handle's parts).
     var task: UInt { get }
 
+    /// The node this one began in (its task's innermost node then); `nil` for a root.
+    var parentNode: (any CancelNode)? { get }
+
     /// The resource an operation node is bound to (`nil` for a scope): a wait of its body bound to the same resource
     /// is reached through the operation, which the resource's own set holds, and stays out of that set.
     var boundHandle: ResourceHandle? { get }
@@ -178,8 +181,10 @@ struct CancelNodeMachine: Sendable {
     }
 }
 
-/// The running task's identity: its address, compared and never dereferenced. Two nodes with the same identity
-/// run on one task while both are alive (a node lives no longer than the body its task runs). Read through the C
+/// The running task's identity: its address, compared and never dereferenced. Two live nodes with the same identity
+/// run on one task (a node is live no longer than the body its task runs); a finished node's identity can be a later
+/// task's (the address of a task that ended is reused), so a member that a finished node does not take is its task's
+/// entry whatever the identities say (``CancellationLinks``). Read through the C
 /// shim (`rk_current_task`), not `withUnsafeCurrentTask`, whose resilient `UnsafeCurrentTask` costs a scope's start
 /// more than the rest of the tree does (Docs/Decisions/0006); `TaskIdentityTests` checks that both name the same task.
 enum TaskIdentity {

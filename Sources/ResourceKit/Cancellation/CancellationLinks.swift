@@ -35,9 +35,11 @@ package struct CancellationLinks: Sendable {
             case .notTracked: break
             }
         }
+        // A wait its node did not take (it had ended) is reached by no node: it is its task's entry whatever the
+        // identities say (a dead task's address can be the running task's; TaskIdentity).
         return CancellationLinks(
             node: parkedOn, timer: arm(deadline, for: wait),
-            reachedThroughOperation: throughOperation, isTaskEntry: isTaskEntry)
+            reachedThroughOperation: throughOperation, isTaskEntry: isTaskEntry || (node != nil && parkedOn == nil))
     }
 
     /// An operation: a child of `parent` (the task's innermost node), in `handle`'s set unless `parent` is an
@@ -59,10 +61,12 @@ package struct CancellationLinks: Sendable {
             case .notTracked: break
             }
         }
+        // An operation its parent did not take (it had ended) is reached by no node: it is its task's entry whatever
+        // the identities say (a dead task's address can be the running task's; TaskIdentity).
         return CancellationLinks(
             node: childOf, timer: arm(deadline, for: operation),
             reachedThroughOperation: throughOperation,
-            isTaskEntry: CancelTree.isTaskEntry(under: parent, task: operation.task))
+            isTaskEntry: childOf == nil || CancelTree.isTaskEntry(under: parent, task: operation.task))
     }
 
     /// For a waiter of an adapter's own that is not a ``CancellationCell`` (it parks on a continuation it

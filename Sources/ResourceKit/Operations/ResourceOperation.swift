@@ -26,16 +26,19 @@ final class ResourceOperation: CancellableOperation {
     let handle: ResourceHandle?
     /// The task that runs the body (``TaskIdentity``).
     let task: UInt
+    /// The node the operation began in: its task's innermost node then (``CancelTree/innermost(in:)``).
+    let parentNode: (any CancelNode)?
 
     init(
         onCancel hook: @escaping @Sendable (CancellationReason) -> Void, deadline: StoredInstant?,
-        scope: ResourceScope?, handle: ResourceHandle?, task: UInt
+        scope: ResourceScope?, handle: ResourceHandle?, task: UInt, parentNode: (any CancelNode)? = nil
     ) {
         self.hook = hook
         self.storedDeadline = deadline
         self.scope = scope
         self.handle = handle
         self.task = task
+        self.parentNode = parentNode
     }
 
     /// Marks the body as started, or throws the reason's error if a cancel came first.
@@ -71,6 +74,33 @@ final class ResourceOperation: CancellableOperation {
     @usableFromInline
     func finish() -> CancellationReason? {
         machine.withLock { $0.finish() }
+    }
+
+    /// The body threw: ``finish()``, after delivering a cancel of the task that the task's handler has not.
+    ///
+    /// The runtime marks a task cancelled first and runs its cancellation handlers after; a body that sees the mark
+    /// in between (a `Task.checkCancellation()`) and throws leaves `withTaskCancellationHandler` before the handler
+    /// runs, and then it never runs. Without this the operation would end cancelled with its work still running
+    /// outside the process (Docs/Architecture.md, "The cancel tree": a pending cancel is delivered where the task is
+    /// seen cancelled). Idempotent with the handler: a cancel acts once.
+    @usableFromInline
+    func finishThrowing(taskIsCancelled: Bool = Task.isCancelled) -> CancellationReason? {
+        if taskIsCancelled { deliverPendingTaskCancel() }
+        return finish()
+    }
+
+    /// The work of the task's handler, done here: the task's entry node (this operation, or the first node above it
+    /// on its task) is cancelled, top down, as the handler would; then the operation itself, in case the walk up
+    /// crossed a node that has ended (which reaches nothing). Both act once, whoever comes first.
+    func deliverPendingTaskCancel() {
+        var entry: any CancelNode = self
+        while let parent = entry.parentNode, parent.task == task { entry = parent }
+        if entry !== self {
+            var pass = CancelPass()
+            entry.reach(.cancelled, in: &pass)
+            pass.finish()
+        }
+        cancel(.cancelled)
     }
 }
 

@@ -32,7 +32,10 @@
 /// non-blocking send such as `SocketConnection.trySend`, a job handed to `BlockingPool`): the waits resume only
 /// after it returns. It must not take a lock that is held while a continuation is resumed. If the body then
 /// fails, the reason's error is thrown (`CancellationError` or ``DeadlineExceededError``), whatever the body
-/// threw; if the body completed anyway, its result stands. A cancel after the body ended does nothing.
+/// threw; if the body completed anyway, its result stands. A body that throws in a cancelled task whose cancel has
+/// not reached the operation yet (the body saw the task's mark before the task's handler ran) gets `onCancel` on its
+/// way out, on its own thread, so that the work it started is stopped all the same. A cancel after the body ended
+/// does nothing.
 ///
 /// - Parameters:
 ///   - handle: the resource's registration; `nil` runs the operation bound to its task and `deadline` only.
@@ -85,7 +88,7 @@ package func withResourceOperation<Result>(
         if counted { handle?.recordOperation(.completed) }
         return value
     } catch {
-        let thrown = operation.finish()?.error ?? error
+        let thrown = operation.finishThrowing()?.error ?? error
         if counted { handle?.recordOperation(OperationOutcome(error: thrown)) }
         throw thrown
     }
@@ -110,7 +113,7 @@ extension ResourceOperation {
             onCancel: onCancel,
             deadline: Deadlines.earliest(
                 deadline.stored, ResourceOperation.current?.storedDeadline, scope?.storedDeadline),
-            scope: scope, handle: handle, task: TaskIdentity.current)
+            scope: scope, handle: handle, task: TaskIdentity.current, parentNode: parent)
         let links = CancellationLinks.link(operation: operation, handle: handle, parent: parent, deadline: deadline)
         return (operation, links)
     }

@@ -1,0 +1,28 @@
+import Testing
+
+@testable import ResourceKit
+
+/// A task's address is reused once the task ends: a node that has ended can carry the running task's identity. A
+/// member it does not take must install the task's handler itself, or the task's cancel reaches nothing.
+@Suite struct ReusedTaskIdentityTests {
+    @Test func anOperationUnderAnEndedNodeOfTheSameIdentityIsItsTasksEntry() throws {
+        let ended = ResourceOperation(onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 7)
+        try ended.start()
+        _ = ended.finish()
+        let operation = ResourceOperation(
+            onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 7, parentNode: ended)
+        let links = CancellationLinks.link(operation: operation, handle: nil, parent: ended, deadline: nil)
+        defer { links.leave(operation, handle: nil) }
+        #expect(links.isTaskEntry)
+    }
+
+    @Test func aWaitUnderAnEndedNodeOfTheSameIdentityIsItsTasksEntry() throws {
+        let ended = ResourceOperation(onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 7)
+        try ended.start()
+        _ = ended.finish()
+        let wait = CancellationCell<Int>()
+        let links = CancellationLinks.link(wait: wait, handle: nil, node: ended, deadline: nil, isTaskEntry: false)
+        defer { links.leave(wait, handle: nil) }
+        #expect(links.isTaskEntry)
+    }
+}
