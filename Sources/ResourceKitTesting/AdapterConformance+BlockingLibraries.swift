@@ -91,12 +91,18 @@ extension AdapterConformance {
             if let probeError {
                 problems.append("the probe threw \(type(of: probeError)); the check could not tell.")
             } else if !stopped {
+                // Watched on to the hang bound: a stop that came late and one that never came are different bugs.
+                let (late, after, _) = await Self.poll(probe, resource, until: false, within: bounds.hang)
+                let when =
+                    late
+                    ? "it stopped \(Self.text(bounds.externalStop + after)) after the check's end"
+                    : "it was still running \(Self.text(bounds.externalStop + after)) after the check's end"
                 problems.append(
                     """
                     after \(bounds.startRounds) cancelled operations the probe still saw work running \
-                    \(Self.text(bounds.externalStop)) later: a cancelled call went on in the library (the wait \
-                    returned, the call did not). Interrupt the call itself (BlockingPool.runInterruptible), and let \
-                    the wait end when the call returned.
+                    \(Self.text(bounds.externalStop)) later (\(when)): a cancelled call went on in the library (the \
+                    wait returned, the call did not). Interrupt the call itself (BlockingPool.runInterruptible), and \
+                    let the wait end when the call returned.
                     """
                 )
             }

@@ -13,7 +13,9 @@ import SocketAdapter
 /// - `UNBLOCK <client id> <tag>`, on any connection, unblocks that client's command with that tag, now or
 ///   when it arrives (the two connections race: an unblock may overtake its command); no reply, like a
 ///   Postgres cancel request;
-/// - `RELEASE <client id>` ends that client's blocked command, as the data it waits for would (no reply);
+/// - `RELEASE <client id>` ends that client's blocked command, as the data it waits for would, now or when the
+///   command arrives (the kit releases once the operation is registered, which can be before its command reached
+///   the server); no reply;
 /// - `STATUS <client id>` replies `BLOCKED` or `IDLE` (the probe of the external work).
 ///
 /// Started and stopped like a ``SilentPeer`` (the same process contract: prints its port, exits when its
@@ -33,7 +35,8 @@ struct CommandServer: Sendable {
         try await ask("STATUS \(client)\n") == "BLOCKED"
     }
 
-    /// Completes `client`'s blocked command (its reply goes out), as the data it waited for would.
+    /// Completes `client`'s blocked command (its reply goes out), as the data it waited for would; a command that has
+    /// not reached the server yet completes when it does.
     func release(_ client: Int) async throws {
         _ = try await ask("RELEASE \(client)\n", expectingReply: false)
     }
@@ -53,6 +56,7 @@ struct CommandServer: Sendable {
         lock = threading.Lock()
         blocked = {}
         cancelled = set()
+        released = set()
         next_id = [0]
         def serve(conn, cid):
             reader = conn.makefile("rb")
@@ -69,8 +73,10 @@ struct CommandServer: Sendable {
                 elif words[0] == "RELEASE":
                     with lock:
                         entry = blocked.get(int(words[1]))
-                    if entry:
-                        entry[1].set()
+                        if entry:
+                            entry[1].set()
+                        else:
+                            released.add(int(words[1]))
                 elif words[0] == "STATUS":
                     with lock:
                         state = "BLOCKED" if int(words[1]) in blocked else "IDLE"
@@ -81,6 +87,9 @@ struct CommandServer: Sendable {
                     event = threading.Event()
                     with lock:
                         if (cid, words[0]) in cancelled:
+                            event.set()
+                        elif cid in released:
+                            released.discard(cid)
                             event.set()
                         blocked[cid] = (words[0], event)
                     event.wait()
