@@ -6,7 +6,7 @@ import Testing
 /// its handlers after; a body that sees the mark in between (`Task.checkCancellation()`) and throws leaves
 /// `withTaskCancellationHandler` first, and the handler then never runs. The operation must still run its `onCancel`
 /// (its work outside the process is still running): found by the conformance kit's "cancels at the start" check on
-/// the composed command client, which saw the server's command left blocked about once in 70 kit runs under load
+/// the composed command client, which saw the server's command left blocked in a rare kit run under load
 /// (that check, run by `CommandClientKitTests`, is this rule's test through real I/O).
 @Suite struct PendingTaskCancelTests {
     /// What an operation's exit does when its body threw in a cancelled task, as a value: the operation's hook runs,
