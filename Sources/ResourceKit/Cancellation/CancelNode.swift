@@ -16,6 +16,9 @@ protocol CancelNode: AnyObject, Sendable {
     /// is reached through the operation, which the resource's own set holds, and stays out of that set.
     var boundHandle: ResourceHandle? { get }
 
+    /// Cancels the node and its subtree with `reason`, in a pass of its own (``CancelPass``); idempotent.
+    func cancel(_ reason: CancellationReason)
+
     /// Marks the node and its subtree cancelled with `reason`, collecting their stop hooks and waits into `pass`.
     func reach(_ reason: CancellationReason, in pass: inout CancelPass)
 

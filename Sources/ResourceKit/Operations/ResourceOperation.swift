@@ -95,12 +95,8 @@ final class ResourceOperation: CancellableOperation {
     func deliverPendingTaskCancel() {
         var entry: any CancelNode = self
         while let parent = entry.parentNode, parent.task == task { entry = parent }
-        if entry !== self {
-            var pass = CancelPass()
-            entry.reach(.cancelled, in: &pass)
-            pass.finish()
-        }
-        cancel(.cancelled)
+        entry.cancel(.cancelled)
+        if entry !== self { cancel(.cancelled) }
     }
 }
 
