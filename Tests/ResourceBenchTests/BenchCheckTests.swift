@@ -102,4 +102,19 @@ import Testing
             #expect(BenchCheck.followsTheRule(bound), "\(bound.figure) / \(bound.reference)")
         }
     }
+
+    /// A row measured in paired rounds is judged by the median of its rounds' ratios, not by the ratio of its two
+    /// medians: the rounds where the machine slowed under one side only (the second and fourth here) drop out.
+    @Test func pairedRoundsAreJudgedByTheirOwnRatios() {
+        let scope = Samples("read", unit: "ns", values: [400, 900, 410, 420, 395])
+        let bare = Samples("floor", unit: "ns", values: [100, 100, 102, 60, 99])
+        let pairs = zip(scope.values, bare.values).map { $0 / $1 }
+        let paired = BenchRow(figure: scope, reference: bare, target: .ratioAtMost(5), pairedRatios: pairs)
+        let apart = BenchRow(figure: scope, reference: bare, target: .ratioAtMost(5))
+        #expect(paired.ratio == 410.0 / 102)
+        #expect(apart.ratio == 410.0 / 100)
+        let verdicts = BenchCheck.verdicts(Self.thresholds, [[paired]])
+        #expect(verdicts[0].ratio == 410.0 / 102)
+        #expect(verdicts[0].passed == false)
+    }
 }

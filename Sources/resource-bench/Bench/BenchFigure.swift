@@ -70,8 +70,23 @@ struct BenchRow: Sendable {
     let reference: Samples?
     let target: Target?
     var note: String?
+    /// The figure over its reference in each round where the two were measured side by side (``ScopeBench``);
+    /// `nil` where the two sides were measured apart. When present, the row's ratio is their median, so that a
+    /// machine whose speed drifts during the run (a busy neighbour, a shared core) moves both sides of each ratio.
+    var pairedRatios: [Double]?
+
+    init(figure: Samples, reference: Samples?, target: Target?, note: String? = nil, pairedRatios: [Double]? = nil) {
+        self.figure = figure
+        self.reference = reference
+        self.target = target
+        self.note = note
+        self.pairedRatios = pairedRatios
+    }
 
     var ratio: Double? {
+        if let pairedRatios, !pairedRatios.isEmpty {
+            return Samples("ratio", unit: "x", values: pairedRatios).median
+        }
         guard let reference, reference.median > 0 else { return nil }
         return figure.median / reference.median
     }

@@ -71,16 +71,21 @@ enum Bench {
         }
 
         progress.step("scope overhead")
-        let scope = try await ScopeBench.run(operations: quick ? 2_000 : 20_000, batches: quick ? 5 : 20)
-        rows.append(BenchRow(figure: scope.scope, reference: scope.bare, target: .ratioAtMost(5)))
+        let scope = try await ScopeBench.run(operations: 500, rounds: quick ? 24 : 200)
+        rows.append(
+            BenchRow(
+                figure: scope.scope, reference: scope.bare, target: .ratioAtMost(5),
+                pairedRatios: scope.scopeOverBare))
         rows.append(
             BenchRow(
                 figure: scope.scope, reference: scope.plain, target: nil,
-                note: "against the plain mechanics alone: what the bookkeeping (ids, phases, counters, leaks) costs"))
+                note: "against the plain mechanics alone: what the bookkeeping (ids, phases, counters, leaks) costs",
+                pairedRatios: scope.scopeOverPlain))
         rows.append(
             BenchRow(
                 figure: scope.scopeWithSink, reference: scope.scope, target: nil,
-                note: "the same with a counting event sink, against the default (no sink)"))
+                note: "the same with a counting event sink, against the default (no sink)",
+                pairedRatios: scope.sinkOverScope))
 
         progress.step("10,000 blocked reads cancelled at once")
         let scale = try await ScaleBench.run(count: quick ? 2_000 : 10_000)

@@ -72,48 +72,75 @@ enum ScopeBench {
         }
     }
 
-    static func run(operations: Int, batches: Int) async throws -> (
-        scope: Samples, scopeWithSink: Samples, bare: Samples, plain: Samples
-    ) {
-        let registry = ResourceRegistry()
-        let sinkRegistry = ResourceRegistry(sink: CountingSink())
+    /// The four quantities, per operation, one sample per round, and the ratios of each round.
+    struct Figures: Sendable {
         var scope = Samples("scope + register + close a no-op resource", unit: "ns")
         var scopeWithSink = Samples("scope + register + close, counting event sink", unit: "ns")
         var bare = Samples("bare withTaskCancellationHandler around a no-op", unit: "ns")
         var plain = Samples(
             "plain mechanics of a scope (task-local, handler, two locked objects, a table)", unit: "ns")
+        /// Each round's scope over its bare handler, scope over plain mechanics, and sink over no sink.
+        var scopeOverBare: [Double] = []
+        var scopeOverPlain: [Double] = []
+        var sinkOverScope: [Double] = []
+    }
+
+    /// The bare handler is this many times cheaper than a scope, roughly: its batches run this many times more
+    /// operations, so that the two sides of a round last about as long.
+    static let bareOperationsFactor = 4
+
+    /// Measures `rounds` rounds. Each round times a batch of each of the four loops back to back, starting with a
+    /// different one each round, so that each ratio compares batches timed within a few milliseconds of each other
+    /// and no loop always runs first or last. A busy neighbour that slows the machine for a while slows both sides
+    /// of the rounds it overlaps; the median over rounds drops the rounds it split.
+    static func run(operations: Int, rounds: Int) async throws -> Figures {
+        let registry = ResourceRegistry()
+        let sinkRegistry = ResourceRegistry(sink: CountingSink())
         let counter = Locked(0)
         let table = Locked<[ObjectIdentifier: String]>([:])
-        for _ in 0..<batches {
-            var start = processCPUSeconds()
-            for _ in 0..<operations {
-                try await withResourceScope("bench", registry: registry) { scope in
-                    try await scope.register(NoOpResource(), kind: kind, label: "noop")
+        var figures = Figures()
+        for round in 0..<rounds {
+            var perOperation = [Double](repeating: 0, count: 4)
+            for step in 0..<4 {
+                let loop = (round + step) % 4
+                let count = loop == 2 ? operations * bareOperationsFactor : operations
+                let start = processCPUSeconds()
+                switch loop {
+                case 0:
+                    for _ in 0..<count {
+                        try await withResourceScope("bench", registry: registry) { scope in
+                            try await scope.register(NoOpResource(), kind: kind, label: "noop")
+                        }
+                    }
+                case 1:
+                    for _ in 0..<count {
+                        try await withResourceScope("bench", registry: sinkRegistry) { scope in
+                            try await scope.register(NoOpResource(), kind: kind, label: "noop")
+                        }
+                    }
+                case 2:
+                    for _ in 0..<count {
+                        await withTaskCancellationHandler {
+                            counter.withLock { $0 += 1 }
+                        } onCancel: {
+                            counter.withLock { $0 -= 1 }
+                        }
+                    }
+                default:
+                    for _ in 0..<count {
+                        await plainScope(table: table)
+                    }
                 }
+                perOperation[loop] = (processCPUSeconds() - start) * 1e9 / Double(count)
             }
-            scope.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
-            start = processCPUSeconds()
-            for _ in 0..<operations {
-                try await withResourceScope("bench", registry: sinkRegistry) { scope in
-                    try await scope.register(NoOpResource(), kind: kind, label: "noop")
-                }
-            }
-            scopeWithSink.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
-            start = processCPUSeconds()
-            for _ in 0..<operations {
-                await withTaskCancellationHandler {
-                    counter.withLock { $0 += 1 }
-                } onCancel: {
-                    counter.withLock { $0 -= 1 }
-                }
-            }
-            bare.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
-            start = processCPUSeconds()
-            for _ in 0..<operations {
-                await plainScope(table: table)
-            }
-            plain.values.append((processCPUSeconds() - start) * 1e9 / Double(operations))
+            figures.scope.values.append(perOperation[0])
+            figures.scopeWithSink.values.append(perOperation[1])
+            figures.bare.values.append(perOperation[2])
+            figures.plain.values.append(perOperation[3])
+            if perOperation[2] > 0 { figures.scopeOverBare.append(perOperation[0] / perOperation[2]) }
+            if perOperation[3] > 0 { figures.scopeOverPlain.append(perOperation[0] / perOperation[3]) }
+            if perOperation[0] > 0 { figures.sinkOverScope.append(perOperation[1] / perOperation[0]) }
         }
-        return (scope, scopeWithSink, bare, plain)
+        return figures
     }
 }
