@@ -35,6 +35,19 @@ protocol CancelNode: AnyObject, Sendable {
     func detach(_ child: any CancelNode)
 }
 
+extension CancelNode {
+    /// The work of the task's cancellation handler, done by the node itself where its body threw in a cancelled task
+    /// (Docs/Architecture.md, "The cancel tree": a cancel the handler never delivers). The task's entry node (this
+    /// one, or the first node above it on its task) is cancelled, top down, as the handler would; then this node, in
+    /// case the walk up crossed a node that has ended (which reaches nothing). Both act once, whoever comes first.
+    func deliverPendingTaskCancel() {
+        var entry: any CancelNode = self
+        while let parent = entry.parentNode, parent.task == task { entry = parent }
+        entry.cancel(.cancelled)
+        if entry !== self { cancel(.cancelled) }
+    }
+}
+
 /// The cancel tree as one task sees it.
 enum CancelTree {
     /// The calling task's innermost node: its innermost operation when that began in its innermost scope, else the

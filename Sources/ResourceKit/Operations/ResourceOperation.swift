@@ -88,16 +88,6 @@ final class ResourceOperation: CancellableOperation {
         if taskIsCancelled { deliverPendingTaskCancel() }
         return finish()
     }
-
-    /// The work of the task's handler, done here: the task's entry node (this operation, or the first node above it
-    /// on its task) is cancelled, top down, as the handler would; then the operation itself, in case the walk up
-    /// crossed a node that has ended (which reaches nothing). Both act once, whoever comes first.
-    func deliverPendingTaskCancel() {
-        var entry: any CancelNode = self
-        while let parent = entry.parentNode, parent.task == task { entry = parent }
-        entry.cancel(.cancelled)
-        if entry !== self { cancel(.cancelled) }
-    }
 }
 
 extension ResourceOperation: CancelNode {

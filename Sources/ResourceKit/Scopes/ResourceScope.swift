@@ -250,6 +250,17 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         return nil
     }
 
+    /// The body threw: ``finishInline()``, after delivering a cancel of the task that the task's handler has not.
+    ///
+    /// The runtime marks a task cancelled first and runs its handlers after; when the body throws in between, its
+    /// resources would be closed without their `cancel()`, and a scope entered by the task's handler after the
+    /// scope has ended reaches nothing (Docs/Architecture.md, "The cancel tree"). Idempotent with the handler.
+    @usableFromInline
+    func finishInlineThrowing(taskIsCancelled: Bool = Task.isCancelled) -> Unfinished? {
+        if taskIsCancelled { deliverPendingTaskCancel() }
+        return finishInline()
+    }
+
     /// Closes what ``finishInline()`` left, each shielded and bounded, and ends the scope.
     @usableFromInline
     func finish(_ rest: Unfinished) async {

@@ -46,7 +46,7 @@ func runScopeBody<Result>(
     do {
         result = try await body(scope)
     } catch {
-        if let rest = scope.finishInline() { await scope.finish(rest) }
+        if let rest = scope.finishInlineThrowing() { await scope.finish(rest) }
         throw error
     }
     if let rest = scope.finishInline() { await scope.finish(rest) }

@@ -46,4 +46,43 @@ import Testing
         #expect(inner.finishThrowing(taskIsCancelled: true) == .cancelled)
         #expect(hooks.withLock { $0 } == ["entry", "inner"])
     }
+
+    /// A resource that records its `cancel()` and its close.
+    final class RecordingResource: SynchronouslyClosedResource {
+        let name: String
+        let events: Locked<[String]>
+        init(_ name: String, _ events: Locked<[String]>) {
+            self.name = name
+            self.events = events
+        }
+        func cancel() { events.withLock { $0.append("\(name) cancel") } }
+        func closeSynchronously() { events.withLock { $0.append("\(name) close") } }
+    }
+
+    /// A scope whose body threw in a cancelled task cancels its resources before it closes them, as its handler
+    /// would have; from its task's entry, so an enclosing scope's resources are cancelled first. In a task that is
+    /// not cancelled the scope only closes.
+    @Test func aScopeWhoseBodyThrewInACancelledTaskCancelsBeforeItCloses() async throws {
+        let events = Locked<[String]>([])
+        let kind = ResourceKind(name: "test.pending")
+        let registry = ResourceRegistry()
+        let entry = ResourceScope(label: "entry", parent: nil, deadline: nil, registry: registry, task: 1)
+        let inner = ResourceScope(
+            label: "inner", parent: entry, deadline: nil, registry: registry, task: 1, parentNode: entry)
+        #expect(entry.isTaskEntry && !inner.isTaskEntry)
+        try await entry.register(RecordingResource("outer", events), kind: kind, label: "outer")
+        try await inner.register(RecordingResource("inner", events), kind: kind, label: "inner")
+        #expect(inner.finishInlineThrowing(taskIsCancelled: true) == nil)
+        #expect(events.withLock { $0 } == ["outer cancel", "inner cancel", "inner close"])
+        entry.cancel()  // the handler, late: nothing more
+        #expect(entry.finishInline() == nil)
+        #expect(events.withLock { $0 } == ["outer cancel", "inner cancel", "inner close", "outer close"])
+
+        let calm = ResourceScope(label: "calm", parent: nil, deadline: nil, registry: registry, task: 1)
+        try await calm.register(RecordingResource("calm", events), kind: kind, label: "calm")
+        #expect(calm.finishInlineThrowing(taskIsCancelled: false) == nil)
+        #expect(events.withLock { $0 }.last == "calm close")
+        #expect(!events.withLock { $0 }.contains("calm cancel"))
+        #expect(registry.liveCount == 0)
+    }
 }
