@@ -45,8 +45,10 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// The task that runs the scope's body (``TaskIdentity``); 0 for a scope no body runs in (a handle's parts).
     let task: UInt
     /// The scope is its task's entry into the tree: it installs the task's cancellation handler, which cancels it
-    /// and so every node and wait below it on the task (``CancelTree/isTaskEntry(under:task:)``).
-    @usableFromInline let isTaskEntry: Bool
+    /// and so every node and wait below it on the task (``CancelTree/isTaskEntry(under:task:)``). Decided in `init`,
+    /// once the scope has attached, and read by the scope's own task after it.
+    @usableFromInline var isTaskEntry: Bool { taskEntry.load(ordering: .relaxed) }
+    private let taskEntry: Atomic<Bool>
 
     /// The scope's state and decisions (``ScopeStateMachine``), held inline: see ``InlineStateLock``. Every method
     /// below makes one decision under this lock and acts after it.
@@ -64,7 +66,7 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
         self.parent = parent
         self.task = task
         self.parentNode = parentNode
-        self.isTaskEntry = CancelTree.isTaskEntry(under: parentNode, task: task)
+        self.taskEntry = Atomic(CancelTree.isTaskEntry(under: parentNode, task: task))
         self.path = parent.map { "\($0.path)/\(label)" } ?? (pathPrefix.isEmpty ? label : "\(pathPrefix)/\(label)")
         let ownStored = ownDeadline.stored
         self.storedDeadline = Deadlines.earliest(ownStored, parent?.storedDeadline)
@@ -76,6 +78,9 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
             case .cancelled(let reason): cancel(reason)
             case .notTracked:
                 // An operation that has ended (an unstructured task that inherited it): its scope takes the child.
+                // No node of this task reaches the scope then, so it is its task's entry whatever the identities
+                // say (a dead task's address can be the running task's; TaskIdentity).
+                taskEntry.store(true, ordering: .relaxed)
                 if let parent, parent !== parentNode, case .cancelled(let reason) = parent.attach(self) {
                     cancel(reason)
                 }

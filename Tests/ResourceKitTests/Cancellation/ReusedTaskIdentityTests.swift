@@ -25,4 +25,23 @@ import Testing
         defer { links.leave(wait, handle: nil) }
         #expect(links.isTaskEntry)
     }
+
+    @Test func aScopeUnderAnEndedNodeOfTheSameIdentityIsItsTasksEntry() throws {
+        let ended = ResourceOperation(onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 7)
+        try ended.start()
+        _ = ended.finish()
+        let registry = ResourceRegistry()
+        let scope = ResourceScope(
+            label: "inherited", parent: nil, deadline: nil, registry: registry, task: 7, parentNode: ended)
+        #expect(scope.isTaskEntry)
+        #expect(scope.finishInline() == nil)
+
+        let live = ResourceOperation(onCancel: { _ in }, deadline: nil, scope: nil, handle: nil, task: 7)
+        try live.start()
+        let nested = ResourceScope(
+            label: "nested", parent: nil, deadline: nil, registry: registry, task: 7, parentNode: live)
+        #expect(!nested.isTaskEntry, "a live node of the same task reaches it")
+        #expect(nested.finishInline() == nil)
+        _ = live.finish()
+    }
 }
