@@ -152,8 +152,9 @@ enum Bench {
                 progress.step("concurrency, COPY and pipelines")
                 // The sweep: 16, 64 and 256 tasks over the same pool of 16 (and 64 and 256 that prefer the reactor
                 // as their executor), each beside the same threads.
-                let sweep = try await BulkBench.concurrency(
-                    queries: quick ? 6_400 : 64_000, batches: quick ? 2 : 5, conninfo: conninfo)
+                let (sweep, resetPrice) = try await BulkBench.concurrency(
+                    queries: quick ? 6_400 : 64_000, batches: quick ? 2 : 5, resetPairs: quick ? 16 : 20,
+                    conninfo: conninfo)
                 for concurrency in sweep {
                     rows.append(
                         BenchRow(figure: concurrency.oursQPS, reference: concurrency.rawQPS, target: .ratioAtLeast(1.0))
@@ -162,26 +163,27 @@ enum Bench {
                         BenchRow(figure: concurrency.oursCPU, reference: concurrency.rawCPU, target: .ratioAtMost(1.5)))
                 }
                 // The carried session reset's price: the leased row beside the same row over a pool that resets
-                // nothing, in the same batches.
-                for resetless in sweep where resetless.placement == .withoutReset {
-                    guard
-                        let resetting = sweep.first(where: {
-                            $0.placement == .cooperative && $0.tasks == resetless.tasks
-                        })
-                    else { continue }
+                // nothing, in pairs of loads back to back, judged by the pairs' ratios.
+                if let price = resetPrice {
                     rows.append(
-                        BenchRow(figure: resetting.oursQPS, reference: resetless.oursQPS, target: .ratioAtLeast(0.95)))
+                        BenchRow(
+                            figure: price.resettingQPS, reference: price.resetlessQPS, target: .ratioAtLeast(0.95),
+                            pairedRatios: price.qpsRatios))
                     rows.append(
-                        BenchRow(figure: resetting.oursCPU, reference: resetless.oursCPU, target: .ratioAtMost(1.05)))
+                        BenchRow(
+                            figure: price.resettingCPU, reference: price.resetlessCPU, target: .ratioAtMost(1.05),
+                            pairedRatios: price.cpuRatios))
                 }
                 let copy = try await BulkBench.copy(
                     rows: quick ? 100_000 : 1_000_000, rounds: quick ? 1 : 3, conninfo: conninfo)
                 rows.append(BenchRow(figure: copy.outOurs, reference: copy.outPsql, target: .ratioAtLeast(0.8)))
                 rows.append(BenchRow(figure: copy.inOurs, reference: copy.inPsql, target: .ratioAtLeast(0.8)))
                 let pipeline = try await BulkBench.pipeline(
-                    statements: 1_000, rounds: quick ? 3 : 10, conninfo: conninfo)
+                    statements: 1_000, rounds: quick ? 9 : 20, conninfo: conninfo)
                 rows.append(
-                    BenchRow(figure: pipeline.pipeline, reference: pipeline.sequential, target: .ratioAtLeast(5)))
+                    BenchRow(
+                        figure: pipeline.pipeline, reference: pipeline.sequential, target: .ratioAtLeast(5),
+                        pairedRatios: pipeline.ratios))
 
                 progress.step("pool storm")
                 let storm = try await PostgresBench.poolStorm(

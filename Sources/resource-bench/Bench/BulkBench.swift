@@ -20,8 +20,8 @@ enum BulkBench {
         case shared
         /// As `sharded`, with shared statements of the sharded pool (`pool.query`).
         case shardedShared
-        /// As `cooperative`, over a pool of 16 that does not reset a session between users: beside `cooperative`,
-        /// in the same batches, the price of the carried `DISCARD ALL`.
+        /// As `cooperative`, over a pool of 16 that does not reset a session between users, against the threads;
+        /// the carried `DISCARD ALL`'s price against `cooperative` is measured in pairs (``BulkBench/resetPrice``).
         case withoutReset
     }
 
@@ -63,11 +63,13 @@ enum BulkBench {
     /// for each count of `shared` over the pool and of `sharded` over the sharded pool, then the reference once (16
     /// threads, one blocking connection each); each run makes `queries` queries in all. Every row is compared with
     /// the reference runs of its own batches. The counts of `withoutReset` run as the sweep's, over a second pool of
-    /// 16 that resets no session between users: the carried reset's price, measured in the same batches.
+    /// 16 that resets no session between users; the reset's price is measured after the batches, in `resetPairs`
+    /// pairs of loads of the first of them (``resetPrice(tasks:queries:pairs:pool:resetless:)``).
     static func concurrency(
         queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256],
-        sharded: [Int] = [64, 256], shared: [Int] = [16, 64, 256], withoutReset: [Int] = [64], conninfo: String
-    ) async throws -> [Concurrency] {
+        sharded: [Int] = [64, 256], shared: [Int] = [16, 64, 256], withoutReset: [Int] = [64], resetPairs: Int,
+        conninfo: String
+    ) async throws -> (sweep: [Concurrency], resetPrice: ResetPrice?) {
         var figures =
             sweep.map { Concurrency(tasks: $0) } + withoutReset.map { Concurrency(tasks: $0, placement: .withoutReset) }
             + onReactor.map { Concurrency(tasks: $0, placement: .reactor) }
@@ -122,10 +124,16 @@ enum BulkBench {
                 figures[index].rawCPU.values.append(cpu)
             }
         }
+        // The reset's price in pairs of its own: the sweep's two rows are one load each per batch, too few to pair.
+        var price: ResetPrice?
+        if let tasks = withoutReset.first {
+            price = try await resetPrice(
+                tasks: tasks, queries: queries, pairs: resetPairs, pool: pool, resetless: resetless)
+        }
         await pool.shutdown()
         await resetless.shutdown()
         await shardedPool.shutdown()
-        return figures
+        return (figures, price)
     }
 
     /// Opens `connections` of the pool's connections (each holds one for 50 ms, all at once).
@@ -292,27 +300,38 @@ enum BulkBench {
         Samples.convert(.now - start, to: "ms") / 1000
     }
 
-    /// A pipeline of `statements` `SELECT $1::int` against as many sequential queries, same connection.
+    /// A pipeline of `statements` `SELECT $1::int` against as many sequential queries, same connection, in `rounds`
+    /// rounds of one of each, back to back, each round starting with the other one than the last round did; the
+    /// ratios are each round's (``BenchRow/pairedRatios``).
     static func pipeline(statements: Int, rounds: Int, conninfo: String) async throws -> (
-        pipeline: Samples, sequential: Samples
+        pipeline: Samples, sequential: Samples, ratios: [Double]
     ) {
         var pipelined = Samples("pipeline of 1000 SELECT $1::int", unit: "qps")
         var sequential = Samples("1000 sequential SELECT $1::int, same connection", unit: "qps")
+        var ratios: [Double] = []
         try await withResourceScope("bench.pipeline", registry: ResourceRegistry()) { scope in
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let batch = (0..<statements).map { PostgresStatement("SELECT $1::int", [$0]) }
-            for _ in 0..<rounds {
-                var start = ContinuousClock.now
-                let results = try await connection.pipeline(batch)
-                guard results.allSatisfy({ (try? $0.get()) != nil }) else {
-                    throw PostgresError(.invalidQuery, "a pipelined statement failed")
+            for round in 0..<rounds {
+                var (pipelinedRate, sequentialRate) = (0.0, 0.0)
+                for step in 0..<2 {
+                    let start = ContinuousClock.now
+                    if (round + step) % 2 == 0 {
+                        let results = try await connection.pipeline(batch)
+                        guard results.allSatisfy({ (try? $0.get()) != nil }) else {
+                            throw PostgresError(.invalidQuery, "a pipelined statement failed")
+                        }
+                        pipelinedRate = Double(statements) / seconds(since: start)
+                    } else {
+                        for index in 0..<statements { _ = try await connection.query("SELECT $1::int", [index]) }
+                        sequentialRate = Double(statements) / seconds(since: start)
+                    }
                 }
-                pipelined.values.append(Double(statements) / seconds(since: start))
-                start = .now
-                for index in 0..<statements { _ = try await connection.query("SELECT $1::int", [index]) }
-                sequential.values.append(Double(statements) / seconds(since: start))
+                pipelined.values.append(pipelinedRate)
+                sequential.values.append(sequentialRate)
+                if sequentialRate > 0 { ratios.append(pipelinedRate / sequentialRate) }
             }
         }
-        return (pipelined, sequential)
+        return (pipelined, sequential, ratios)
     }
 }
