@@ -117,4 +117,15 @@ import Testing
         #expect(verdicts[0].ratio == 410.0 / 102)
         #expect(verdicts[0].passed == false)
     }
+
+    /// Paired rounds rotate which side runs first, and hand each round back in side order.
+    @Test func roundsRotateTheFirstSideAndReturnSideOrder() async {
+        var order: [Int] = []
+        let rounds = await rotatingRounds(3, sides: 2) { side in
+            order.append(side)
+            return side * 10
+        }
+        #expect(order == [0, 1, 1, 0, 0, 1])
+        #expect(rounds == [[0, 10], [0, 10], [0, 10]])
+    }
 }

@@ -258,8 +258,8 @@ public final class ResourceScope: Sendable, CustomStringConvertible {
     /// The body threw: ``finishInline()``, after delivering a cancel of the task that the task's handler has not.
     ///
     /// The runtime marks a task cancelled first and runs its handlers after; when the body throws in between, its
-    /// resources would be closed without their `cancel()`, and a scope entered by the task's handler after the
-    /// scope has ended reaches nothing (Docs/Architecture.md, "The cancel tree"). Idempotent with the handler.
+    /// resources would be closed without their `cancel()`, and a handler that runs after the scope has ended
+    /// reaches nothing (Docs/Architecture.md, "The cancel tree"). Idempotent with the handler.
     @usableFromInline
     func finishInlineThrowing(taskIsCancelled: Bool = Task.isCancelled) -> Unfinished? {
         if taskIsCancelled { deliverPendingTaskCancel() }

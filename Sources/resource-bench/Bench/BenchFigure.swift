@@ -46,6 +46,24 @@ struct Samples: Sendable {
     var median: Double { quantile(0.5) }
 }
 
+/// Runs `rounds` rounds of `sides` measurements back to back, round `r` starting with side `r % sides`, so that the
+/// sides of a round are timed moments apart and no side always runs first. Returns each round's figures in side
+/// order: the rounds that ``BenchRow/pairedRatios`` is made of.
+func rotatingRounds<Figure>(
+    _ rounds: Int, sides: Int, _ measure: (_ side: Int) async throws -> Figure
+) async rethrows -> [[Figure]] {
+    var results: [[Figure]] = []
+    for round in 0..<rounds {
+        var measured: [(side: Int, figure: Figure)] = []
+        for step in 0..<sides {
+            let side = (round + step) % sides
+            measured.append((side, try await measure(side)))
+        }
+        results.append(measured.sorted { $0.side < $1.side }.map(\.figure))
+    }
+    return results
+}
+
 /// What a figure must show against its reference.
 enum Target: Sendable {
     /// figure median / reference median ≤ ratio (lower is better).
@@ -70,9 +88,10 @@ struct BenchRow: Sendable {
     let reference: Samples?
     let target: Target?
     var note: String?
-    /// The figure over its reference in each round where the two were measured side by side (``ScopeBench``);
-    /// `nil` where the two sides were measured apart. When present, the row's ratio is their median, so that a
-    /// machine whose speed drifts during the run (a busy neighbour, a shared core) moves both sides of each ratio.
+    /// The figure over its reference in each round where the two were measured side by side
+    /// (``rotatingRounds(_:sides:_:)``); `nil` where the two sides were measured apart. When present, the row's ratio
+    /// is their median, so that a machine whose speed drifts during the run (a busy neighbour, a shared core) moves
+    /// both sides of each ratio.
     var pairedRatios: [Double]?
 
     init(figure: Samples, reference: Samples?, target: Target?, note: String? = nil, pairedRatios: [Double]? = nil) {

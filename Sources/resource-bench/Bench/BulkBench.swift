@@ -301,8 +301,8 @@ enum BulkBench {
     }
 
     /// A pipeline of `statements` `SELECT $1::int` against as many sequential queries, same connection, in `rounds`
-    /// rounds of one of each, back to back, each round starting with the other one than the last round did; the
-    /// ratios are each round's (``BenchRow/pairedRatios``).
+    /// rounds of one of each, back to back, each round starting with the other one than the last round did
+    /// (``rotatingRounds(_:sides:_:)``); the ratios are each round's (``BenchRow/pairedRatios``).
     static func pipeline(statements: Int, rounds: Int, conninfo: String) async throws -> (
         pipeline: Samples, sequential: Samples, ratios: [Double]
     ) {
@@ -312,21 +312,20 @@ enum BulkBench {
         try await withResourceScope("bench.pipeline", registry: ResourceRegistry()) { scope in
             let connection = try await PostgresConnection.connect(conninfo, in: scope)
             let batch = (0..<statements).map { PostgresStatement("SELECT $1::int", [$0]) }
-            for round in 0..<rounds {
-                var (pipelinedRate, sequentialRate) = (0.0, 0.0)
-                for step in 0..<2 {
-                    let start = ContinuousClock.now
-                    if (round + step) % 2 == 0 {
-                        let results = try await connection.pipeline(batch)
-                        guard results.allSatisfy({ (try? $0.get()) != nil }) else {
-                            throw PostgresError(.invalidQuery, "a pipelined statement failed")
-                        }
-                        pipelinedRate = Double(statements) / seconds(since: start)
-                    } else {
-                        for index in 0..<statements { _ = try await connection.query("SELECT $1::int", [index]) }
-                        sequentialRate = Double(statements) / seconds(since: start)
+            let measured = try await rotatingRounds(rounds, sides: 2) { side in
+                let start = ContinuousClock.now
+                if side == 0 {
+                    let results = try await connection.pipeline(batch)
+                    guard results.allSatisfy({ (try? $0.get()) != nil }) else {
+                        throw PostgresError(.invalidQuery, "a pipelined statement failed")
                     }
+                } else {
+                    for index in 0..<statements { _ = try await connection.query("SELECT $1::int", [index]) }
                 }
+                return Double(statements) / seconds(since: start)
+            }
+            for round in measured {
+                let (pipelinedRate, sequentialRate) = (round[0], round[1])
                 pipelined.values.append(pipelinedRate)
                 sequential.values.append(sequentialRate)
                 if sequentialRate > 0 { ratios.append(pipelinedRate / sequentialRate) }

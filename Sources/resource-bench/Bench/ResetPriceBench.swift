@@ -23,28 +23,21 @@ extension BulkBench {
     }
 
     /// `pairs` pairs of loads of `queries` queries each: the resetting pool's and the resetless pool's back to back,
-    /// each pair starting with the other one than the last pair did, so that each ratio compares two loads measured
-    /// within a second of each other and neither pool always runs first. A neighbour that slows the machine for a
-    /// while slows both sides of the pairs it overlaps, and the median over pairs drops the pairs it split
-    /// (Benchmarks/README.md, "The gate").
+    /// each pair starting with the other one than the last pair did (``rotatingRounds(_:sides:_:)``), so that each
+    /// ratio compares two loads measured within a second of each other and neither pool always runs first. A neighbour
+    /// that slows the machine for a while slows both sides of the pairs it overlaps, and the median over pairs drops
+    /// the pairs it split (Benchmarks/README.md, "The gate").
     static func resetPrice(
         tasks: Int, queries: Int, pairs: Int, pool: PostgresPool, resetless: PostgresPool
     ) async throws -> ResetPrice {
         var price = ResetPrice(tasks: tasks)
-        for pair in 0..<pairs {
-            var resetting = (qps: 0.0, cpu: 0.0)
-            var plain = (qps: 0.0, cpu: 0.0)
-            for step in 0..<2 {
-                if (pair + step) % 2 == 0 {
-                    resetting = try await measure(queries: queries) {
-                        try await poolLoad(pool, tasks: tasks, queries: queries)
-                    }
-                } else {
-                    plain = try await measure(queries: queries) {
-                        try await poolLoad(resetless, tasks: tasks, queries: queries)
-                    }
-                }
+        let measured = try await rotatingRounds(pairs, sides: 2) { side in
+            try await measure(queries: queries) {
+                try await poolLoad(side == 0 ? pool : resetless, tasks: tasks, queries: queries)
             }
+        }
+        for pair in measured {
+            let (resetting, plain) = (pair[0], pair[1])
             price.resettingQPS.values.append(resetting.qps)
             price.resetlessQPS.values.append(plain.qps)
             price.resettingCPU.values.append(resetting.cpu)

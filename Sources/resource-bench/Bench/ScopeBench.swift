@@ -89,50 +89,48 @@ enum ScopeBench {
     /// operations, so that the two sides of a round last about as long.
     static let bareOperationsFactor = 4
 
-    /// Measures `rounds` rounds. Each round times a batch of each of the four loops back to back, starting with a
-    /// different one each round, so that each ratio compares batches timed within a few milliseconds of each other
-    /// and no loop always runs first or last. A busy neighbour that slows the machine for a while slows both sides
-    /// of the rounds it overlaps; the median over rounds drops the rounds it split.
+    /// Measures `rounds` rounds (``rotatingRounds(_:sides:_:)``). Each round times a batch of each of the four loops
+    /// back to back, starting with a different one each round, so that each ratio compares batches timed within a few
+    /// milliseconds of each other and no loop always runs first or last. A busy neighbour that slows the machine for a
+    /// while slows both sides of the rounds it overlaps; the median over rounds drops the rounds it split.
     static func run(operations: Int, rounds: Int) async throws -> Figures {
         let registry = ResourceRegistry()
         let sinkRegistry = ResourceRegistry(sink: CountingSink())
         let counter = Locked(0)
         let table = Locked<[ObjectIdentifier: String]>([:])
         var figures = Figures()
-        for round in 0..<rounds {
-            var perOperation = [Double](repeating: 0, count: 4)
-            for step in 0..<4 {
-                let loop = (round + step) % 4
-                let count = loop == 2 ? operations * bareOperationsFactor : operations
-                let start = processCPUSeconds()
-                switch loop {
-                case 0:
-                    for _ in 0..<count {
-                        try await withResourceScope("bench", registry: registry) { scope in
-                            try await scope.register(NoOpResource(), kind: kind, label: "noop")
-                        }
-                    }
-                case 1:
-                    for _ in 0..<count {
-                        try await withResourceScope("bench", registry: sinkRegistry) { scope in
-                            try await scope.register(NoOpResource(), kind: kind, label: "noop")
-                        }
-                    }
-                case 2:
-                    for _ in 0..<count {
-                        await withTaskCancellationHandler {
-                            counter.withLock { $0 += 1 }
-                        } onCancel: {
-                            counter.withLock { $0 -= 1 }
-                        }
-                    }
-                default:
-                    for _ in 0..<count {
-                        await plainScope(table: table)
+        let measured = try await rotatingRounds(rounds, sides: 4) { loop in
+            let count = loop == 2 ? operations * bareOperationsFactor : operations
+            let start = processCPUSeconds()
+            switch loop {
+            case 0:
+                for _ in 0..<count {
+                    try await withResourceScope("bench", registry: registry) { scope in
+                        try await scope.register(NoOpResource(), kind: kind, label: "noop")
                     }
                 }
-                perOperation[loop] = (processCPUSeconds() - start) * 1e9 / Double(count)
+            case 1:
+                for _ in 0..<count {
+                    try await withResourceScope("bench", registry: sinkRegistry) { scope in
+                        try await scope.register(NoOpResource(), kind: kind, label: "noop")
+                    }
+                }
+            case 2:
+                for _ in 0..<count {
+                    await withTaskCancellationHandler {
+                        counter.withLock { $0 += 1 }
+                    } onCancel: {
+                        counter.withLock { $0 -= 1 }
+                    }
+                }
+            default:
+                for _ in 0..<count {
+                    await plainScope(table: table)
+                }
             }
+            return (processCPUSeconds() - start) * 1e9 / Double(count)
+        }
+        for perOperation in measured {
             figures.scope.values.append(perOperation[0])
             figures.scopeWithSink.values.append(perOperation[1])
             figures.bare.values.append(perOperation[2])
