@@ -151,16 +151,19 @@ enum Bench {
 
                 progress.step("concurrency, COPY and pipelines")
                 // The sweep: 16, 64 and 256 tasks over the same pool of 16 (and 64 and 256 that prefer the reactor
-                // as their executor), each beside the same threads.
+                // as their executor), each beside the same threads; the gated 64-task rows in rounds of their own.
                 let (sweep, resetPrice) = try await BulkBench.concurrency(
                     queries: quick ? 6_400 : 64_000, batches: quick ? 2 : 5, resetPairs: quick ? 16 : 20,
-                    conninfo: conninfo)
+                    pairedRounds: quick ? 16 : 20, pairedQueries: quick ? 6_400 : 12_800, conninfo: conninfo)
                 for concurrency in sweep {
                     rows.append(
-                        BenchRow(figure: concurrency.oursQPS, reference: concurrency.rawQPS, target: .ratioAtLeast(1.0))
-                    )
+                        BenchRow(
+                            figure: concurrency.oursQPS, reference: concurrency.rawQPS, target: .ratioAtLeast(1.0),
+                            pairedRatios: concurrency.qpsRatios))
                     rows.append(
-                        BenchRow(figure: concurrency.oursCPU, reference: concurrency.rawCPU, target: .ratioAtMost(1.5)))
+                        BenchRow(
+                            figure: concurrency.oursCPU, reference: concurrency.rawCPU, target: .ratioAtMost(1.5),
+                            pairedRatios: concurrency.cpuRatios))
                 }
                 // The carried session reset's price: the leased row beside the same row over a pool that resets
                 // nothing, in pairs of loads back to back, judged by the pairs' ratios.

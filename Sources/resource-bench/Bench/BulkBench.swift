@@ -33,6 +33,10 @@ enum BulkBench {
         var oursCPU: Samples
         var rawQPS = Samples("16 threads, blocking libpq loop each", unit: "qps")
         var rawCPU = Samples("CPU per query, 16 blocking libpq threads", unit: "us")
+        /// Each round's figure over the threads' where the two were measured in rounds back to back
+        /// (``BulkBench/againstThreads(_:rounds:queries:load:threads:)``); `nil` for the sweep's own batches.
+        var qpsRatios: [Double]?
+        var cpuRatios: [Double]?
 
         init(tasks: Int, placement: Placement = .cooperative) {
             self.tasks = tasks
@@ -64,11 +68,15 @@ enum BulkBench {
     /// threads, one blocking connection each); each run makes `queries` queries in all. Every row is compared with
     /// the reference runs of its own batches. The counts of `withoutReset` run as the sweep's, over a second pool of
     /// 16 that resets no session between users; the reset's price is measured after the batches, in `resetPairs`
-    /// pairs of loads of the first of them (``resetPrice(tasks:queries:pairs:pool:resetless:)``).
+    /// pairs of loads of the first of them (``resetPrice(tasks:queries:pairs:pool:resetless:)``). Last, the rows of
+    /// `paired` (placement and task count) are measured again, in `pairedRounds` rounds with the threads, loads of
+    /// `pairedQueries` queries (``againstThreads(_:rounds:queries:load:threads:)``): their samples and ratios replace
+    /// the batches' ones.
     static func concurrency(
         queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256],
         sharded: [Int] = [64, 256], shared: [Int] = [16, 64, 256], withoutReset: [Int] = [64], resetPairs: Int,
-        conninfo: String
+        paired: [(placement: Placement, tasks: Int)] = [(.cooperative, 64), (.shared, 64), (.shardedShared, 64)],
+        pairedRounds: Int, pairedQueries: Int, conninfo: String
     ) async throws -> (sweep: [Concurrency], resetPrice: ResetPrice?) {
         var figures =
             sweep.map { Concurrency(tasks: $0) } + withoutReset.map { Concurrency(tasks: $0, placement: .withoutReset) }
@@ -86,39 +94,23 @@ enum BulkBench {
         try await warm(pool, connections: 16)
         try await warm(resetless, connections: 16)
         for shard in shardedPool.shards { try await warm(shard, connections: shard.maxConnections) }
+        func run(_ figure: Concurrency, queries: Int) async throws {
+            switch figure.placement {
+            case .cooperative: try await poolLoad(pool, tasks: figure.tasks, queries: queries)
+            case .withoutReset: try await poolLoad(resetless, tasks: figure.tasks, queries: queries)
+            case .reactor: try await poolLoad(pool, tasks: figure.tasks, queries: queries, executor: IOReactor.shared)
+            case .sharded: try await shardedLoad(shardedPool, tasks: figure.tasks, queries: queries)
+            case .shared: try await sharedLoad(pool, tasks: figure.tasks, queries: queries)
+            case .shardedShared: try await sharedLoad(shardedPool, tasks: figure.tasks, queries: queries)
+            }
+        }
         for _ in 0..<batches {
             for index in figures.indices {
-                let (qps, cpu) = try await measure(queries: queries) {
-                    switch figures[index].placement {
-                    case .cooperative:
-                        try await poolLoad(pool, tasks: figures[index].tasks, queries: queries)
-                    case .withoutReset:
-                        try await poolLoad(resetless, tasks: figures[index].tasks, queries: queries)
-                    case .reactor:
-                        try await poolLoad(
-                            pool, tasks: figures[index].tasks, queries: queries, executor: IOReactor.shared)
-                    case .sharded:
-                        try await shardedLoad(shardedPool, tasks: figures[index].tasks, queries: queries)
-                    case .shared:
-                        try await sharedLoad(pool, tasks: figures[index].tasks, queries: queries)
-                    case .shardedShared:
-                        try await sharedLoad(shardedPool, tasks: figures[index].tasks, queries: queries)
-                    }
-                }
+                let (qps, cpu) = try await measure(queries: queries) { try await run(figures[index], queries: queries) }
                 figures[index].oursQPS.values.append(qps)
                 figures[index].oursCPU.values.append(cpu)
             }
-            let (qps, cpu) = try await measure(queries: queries) {
-                await withTaskGroup(of: Void.self) { group in
-                    for raw in raws {
-                        group.addTask {
-                            await RawLibPQConnection.onThread {
-                                for index in 0..<(queries / 16) { raw.exec("SELECT $1::int", String(index)) }
-                            }
-                        }
-                    }
-                }
-            }
+            let (qps, cpu) = try await measure(queries: queries) { await threadsLoad(raws, queries: queries) }
             for index in figures.indices {
                 figures[index].rawQPS.values.append(qps)
                 figures[index].rawCPU.values.append(cpu)
@@ -130,6 +122,14 @@ enum BulkBench {
             price = try await resetPrice(
                 tasks: tasks, queries: queries, pairs: resetPairs, pool: pool, resetless: resetless)
         }
+        let pairedIndices = paired.compactMap { row in
+            figures.firstIndex { $0.placement == row.placement && $0.tasks == row.tasks }
+        }
+        let against = try await againstThreads(
+            pairedIndices.map { figures[$0] }, rounds: pairedRounds, queries: pairedQueries,
+            load: { try await run($0, queries: pairedQueries) },
+            threads: { await threadsLoad(raws, queries: pairedQueries) })
+        for (index, figure) in zip(pairedIndices, against) { figures[index] = figure }
         await pool.shutdown()
         await resetless.shutdown()
         await shardedPool.shutdown()
@@ -200,6 +200,19 @@ enum BulkBench {
         try await load(tasks: tasks, queries: queries, executor: { pool.reactors.reactors[$0 % pool.reactors.count] }) {
             task, index in
             _ = try await pool.query("SELECT $1::int", [task * 1_000_000 + index])
+        }
+    }
+
+    /// The reference: 16 threads, each a blocking libpq loop on its own connection, `queries` queries in all.
+    static func threadsLoad(_ raws: [RawLibPQConnection], queries: Int) async {
+        await withTaskGroup(of: Void.self) { group in
+            for raw in raws {
+                group.addTask {
+                    await RawLibPQConnection.onThread {
+                        for index in 0..<(queries / raws.count) { raw.exec("SELECT $1::int", String(index)) }
+                    }
+                }
+            }
         }
     }
 
