@@ -50,8 +50,18 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
     public func cancel(_ reason: CancellationReason = .cancelled) {
         let (action, hooks, _) = decideCancel(reason)
         if case .runHookThenResume(let waiter, let reason) = action {
-            hooks.run(resuming: waiter, with: reason)
+            Self.runHooks(hooks, resuming: waiter, with: reason)
         }
+    }
+
+    /// A cancel that won alone (not in a pass): the adapter's hook, the waiter's resume, then `afterCancel`, on the
+    /// cancelling thread (``CancelPass/finish()`` keeps the same order for the waits a pass reached).
+    private static func runHooks(
+        _ hooks: CancellationHooks, resuming waiter: CancellationWaiter, with reason: CancellationReason
+    ) {
+        hooks.before?(reason)
+        waiter.resume(throwing: reason.error)
+        hooks.after?(reason)
     }
 
     /// One member of a cancel that reaches several waits: the hooks and the resume are left to `pass`, which runs
@@ -239,7 +249,7 @@ public final class CancellationCell<Success: Sendable>: CancellableOperation {
                 return (after, inner.hooks)
             }
             if case .runHookThenResume(let waiter, let reason)? = after {
-                hooks.run(resuming: waiter, with: reason)
+                Self.runHooks(hooks, resuming: waiter, with: reason)
             }
         }
     }
@@ -269,16 +279,11 @@ extension CancellationCell: HeldByPass {
 @usableFromInline typealias CancellationWaiter = WaiterContinuation<any Sendable>
 
 /// What a cancel that wins against a started operation runs, in this order, on the cancelling thread: the
-/// adapter's hook (`run`'s `onCancel`), the waiter's resume, then `run`'s `afterCancel`.
+/// adapter's hook (`run`'s `onCancel`), the waiter's resume, then `run`'s `afterCancel`. Plain data: the cell
+/// (a cancel that won alone) and ``CancelPass`` (the waits a pass reached) run them.
 struct CancellationHooks {
     var before: (@Sendable (CancellationReason) -> Void)?
     var after: (@Sendable (CancellationReason) -> Void)?
-
-    func run(resuming waiter: CancellationWaiter, with reason: CancellationReason) {
-        before?(reason)
-        waiter.resume(throwing: reason.error)
-        after?(reason)
-    }
 }
 
 /// A cell's state under its lock. Not nested in the generic cell: a nested type's metadata depends on `Success`
