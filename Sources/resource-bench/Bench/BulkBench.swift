@@ -69,9 +69,9 @@ enum BulkBench {
     /// the reference runs of its own batches. The counts of `withoutReset` run as the sweep's, over a second pool of
     /// 16 that resets no session between users; the reset's price is measured after the batches, in `resetPairs`
     /// pairs of loads of the first of them (``resetPrice(tasks:queries:pairs:pool:resetless:)``). Last, the rows of
-    /// `paired` (placement and task count) are measured again, in `pairedRounds` rounds with the threads, loads of
-    /// `pairedQueries` queries (``againstThreads(_:rounds:queries:load:threads:)``): their samples and ratios replace
-    /// the batches' ones.
+    /// `paired` (placement and task count) are measured in `pairedRounds` rounds with the threads, loads of
+    /// `pairedQueries` queries (``againstThreads(_:rounds:queries:load:threads:)``), and only there: the batches skip
+    /// them.
     static func concurrency(
         queries: Int, batches: Int, sweep: [Int] = [16, 64, 256], onReactor: [Int] = [64, 256],
         sharded: [Int] = [64, 256], shared: [Int] = [16, 64, 256], withoutReset: [Int] = [64], resetPairs: Int,
@@ -104,8 +104,12 @@ enum BulkBench {
             case .shardedShared: try await sharedLoad(shardedPool, tasks: figure.tasks, queries: queries)
             }
         }
+        // The rows of `paired` are measured in their own rounds below, not in the batches.
+        let pairedIndices = paired.compactMap { row in
+            figures.firstIndex { $0.placement == row.placement && $0.tasks == row.tasks }
+        }
         for _ in 0..<batches {
-            for index in figures.indices {
+            for index in figures.indices where !pairedIndices.contains(index) {
                 let (qps, cpu) = try await measure(queries: queries) { try await run(figures[index], queries: queries) }
                 figures[index].oursQPS.values.append(qps)
                 figures[index].oursCPU.values.append(cpu)
@@ -121,9 +125,6 @@ enum BulkBench {
         if let tasks = withoutReset.first {
             price = try await resetPrice(
                 tasks: tasks, queries: queries, pairs: resetPairs, pool: pool, resetless: resetless)
-        }
-        let pairedIndices = paired.compactMap { row in
-            figures.firstIndex { $0.placement == row.placement && $0.tasks == row.tasks }
         }
         let against = try await againstThreads(
             pairedIndices.map { figures[$0] }, rounds: pairedRounds, queries: pairedQueries,
