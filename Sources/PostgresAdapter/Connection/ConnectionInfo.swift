@@ -43,6 +43,14 @@ struct ConnectionInfo: Sendable {
         parameters.append((keyword, value))
     }
 
+    /// Adds `-c name=value` to the startup packet's `options`, after the conninfo's own (or after `PGOPTIONS`,
+    /// which libpq reads only when the conninfo sets no `options`). `value` holds no space or backslash.
+    mutating func addStartupSetting(_ name: String, _ value: String) {
+        let base = self.value(of: "options") ?? ProcessInfo.processInfo.environment["PGOPTIONS"] ?? ""
+        let setting = "-c \(name)=\(value)"
+        set("options", base.isEmpty ? setting : base + " " + setting)
+    }
+
     /// Host *names* that libpq would resolve itself, with blocking `getaddrinfo`, inside `PQconnectPoll`.
     var hostNamesToResolve: [String] {
         guard value(of: "hostaddr")?.isEmpty ?? true, let hosts = value(of: "host") else { return [] }

@@ -73,10 +73,13 @@ struct ConnectionStateMachine: Sendable, Equatable {
         /// flushed first; an error breaks the connection (its session is then in no known state).
         case sessionReset
         /// The pool's session reset carried in front of a statement, in one pipeline (reset, sync, the work,
-        /// sync): the reset's results are taken by the connection up to its sync, then the work is read as
-        /// `then` says. A reset statement that fails leaves the reset owed again.
+        /// sync; or reset, the statement, one sync: ``PrefixedWork/grouped(resetStatements:)``): the reset's
+        /// results are taken by the connection up to its end, then the work is read as `then` says. A reset
+        /// statement that fails leaves the reset owed again.
         case resetPrefix(then: PrefixedWork)
-        /// One statement inside a pipeline of its own (after a carried reset): its results, a NULL, the sync.
+        /// One statement inside a pipeline (after a carried reset): its results, a NULL, the sync. A statement
+        /// skipped because the reset in its group failed is read and dropped (its caller was handed the reset's
+        /// error instead).
         case pipelinedStatement
 
         /// Results of several statements separated by NULLs, up to a sync.
@@ -90,15 +93,26 @@ struct ConnectionStateMachine: Sendable, Equatable {
 
     /// What follows a carried session reset in its pipeline.
     enum PrefixedWork: Sendable, Equatable {
+        /// The reset's sync, then one statement and its sync.
         case statement
+        /// The reset's sync, then a statement carrying its deadline.
         case carried(CarriedDeadline)
+        /// One statement under the reset's own sync (``PostgresSessionReset``, "grouped"): `resetStatements` of
+        /// the reset's statements are still to end before the statement's results begin.
+        case grouped(resetStatements: Int)
 
-        /// How the work is read once the reset's sync arrived.
+        /// How the work is read once the reset's part has ended.
         var mode: WireMode {
             switch self {
-            case .statement: .pipelinedStatement
+            case .statement, .grouped: .pipelinedStatement
             case .carried(let carried): .carried(carried)
             }
+        }
+
+        /// Whether the reset has a sync of its own (the work behind it then stays in the pipeline after it).
+        var isSyncedApart: Bool {
+            if case .grouped = self { return false }
+            return true
         }
     }
 
@@ -426,12 +440,19 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// which stays in libpq's pipeline mode; any other sync ends the pipeline. Returns whether the connection
     /// leaves libpq's pipeline mode now (`PQexitPipelineMode`).
     mutating func pipelineSynced() -> Bool {
-        if case .resetPrefix(let then) = mode {
+        if case .resetPrefix(let then) = mode, then.isSyncedApart {
             enter(then.mode)
             return false
         }
         enter(.simple)
         return true
+    }
+
+    /// One of a carried reset's statements ended (the NULL after its results). Under one sync with the statement
+    /// behind it, the last one hands over to that statement's results.
+    mutating func resetStatementEnded() {
+        guard case .resetPrefix(.grouped(let left)) = mode else { return }
+        enter(left > 1 ? .resetPrefix(then: .grouped(resetStatements: left - 1)) : .pipelinedStatement)
     }
 
     /// The query on the wire moved to another sub-protocol: only this machine's own events call it.

@@ -29,6 +29,10 @@ extension PostgresConnection {
         /// Receives the server's notices and warnings. `nil`: each becomes a registry event
         /// `postgres.notice.<severity>` and its text is dropped. Never printed.
         public var onNotice: (@Sendable (PostgresNotice) -> Void)?
+        /// The vanished-client check is asked for in the startup packet, where a session reset keeps it, rather
+        /// than after connect (a pool sets it once the server has shown it takes the setting:
+        /// ``StartupSettingsPlan``).
+        var asksCheckIntervalAtStartup = false
 
         /// A configuration with the given values and the defaults for the rest.
         public init(

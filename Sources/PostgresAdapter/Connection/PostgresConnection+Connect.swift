@@ -37,7 +37,10 @@ extension PostgresConnection {
         let pool = configuration.blockingPool
         try scope?.checkCancellation()
         try Task.checkCancellation()
-        let info = try ConnectionInfo(conninfo)
+        var info = try ConnectionInfo(conninfo)
+        let interval = configuration.session.clientCheckIntervalMilliseconds
+        let intervalAtStartup = configuration.asksCheckIntervalAtStartup && interval > 0
+        if intervalAtStartup { info.addStartupSetting("client_connection_check_interval", "\(interval)") }
         let connection = PostgresConnection(
             reactor: configuration.reactor,
             pool: pool,
@@ -58,7 +61,7 @@ extension PostgresConnection {
             try handle.checkCancellation()
             let plan = ConnectAttempts(resolved, defaultTimeout: configuration.connectTimeout)
             try await connection.open(plan, handle: handle, password: info.password)
-            try await connection.verifyBackend()
+            try await connection.verifyBackend(intervalAtStartup: intervalAtStartup)
             try await connection.watchForVanishingWithoutCancelKey()
             connection.state.withLock { $0.machine.markSessionFresh() }  // its own setup is what a reset keeps
         } catch {
@@ -176,8 +179,9 @@ extension PostgresConnection {
     /// stays off for this connection and ``backendPID`` is `nil`.
     ///
     /// The same round trip asks a verified backend to watch for a vanished client
-    /// (``PostgresSessionOptions/clientCheckInterval``).
-    private func verifyBackend() async throws {
+    /// (``PostgresSessionOptions/clientCheckInterval``). `intervalAtStartup`: the startup packet asked for it
+    /// already, as the session's default, which a pool's session reset keeps: then there is nothing to restore.
+    private func verifyBackend(intervalAtStartup: Bool) async throws {
         let keyPID = state.withLock { $0.machine.backendKey.pid }
         var identity: PostgresBackendIdentity?
         do {
@@ -187,7 +191,7 @@ extension PostgresConnection {
                 if interval > 0, try row.decode(Bool?.self, at: 4) != true {
                     handle?.report("postgres.connection.noVanishCheck")
                 } else if interval > 0 {
-                    let restoring = ["SET client_connection_check_interval = \(interval)"]
+                    let restoring = intervalAtStartup ? [] : ["SET client_connection_check_interval = \(interval)"]
                     state.withLock { $0.machine.sessionSettingsApplied(restoring: restoring) }
                 }
             }

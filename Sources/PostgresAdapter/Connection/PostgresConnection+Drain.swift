@@ -75,19 +75,18 @@ extension PostgresConnection {
                     if conn.isBusy() == 1 { return .wait(conn.socket, .readable) }
                 }
                 guard let result = conn.getResult() else {
-                    if state.machine.mode.isPipeline { continue }  // a NULL separates a pipeline's statements
+                    if state.machine.mode.isPipeline {  // a NULL separates a pipeline's statements
+                        state.machine.resetStatementEnded()
+                        continue
+                    }
                     _ = state.machine.resultsEnded(id)
                     return .done
                 }
                 let status = PQresultStatus(result)
-                if case .resetPrefix = state.machine.mode {
-                    // A carried reset's results: its sync hands over to the work behind it, a failure owes it again.
+                if case .resetPrefix = state.machine.mode, status != PGRES_PIPELINE_SYNC {
+                    // A carried reset's results: a failure owes it again.
                     PQclear(result)
-                    if status == PGRES_PIPELINE_SYNC {
-                        _ = state.machine.pipelineSynced()  // to the work behind the reset
-                    } else if status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK {
-                        state.machine.requireSessionReset()
-                    }
+                    if status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK { state.machine.requireSessionReset() }
                     continue
                 }
                 if status == PGRES_FATAL_ERROR, state.machine.mode == .sessionReset {
@@ -104,7 +103,9 @@ extension PostgresConnection {
                 case PGRES_COPY_OUT: state.machine.copyOutBegan()
                 case PGRES_COPY_IN: state.machine.copyInBegan()
                 case PGRES_PIPELINE_SYNC:
-                    if state.machine.pipelineSynced(), conn.exitPipelineMode() != 1 { throw lost() }
+                    // A carried reset's own sync hands over to the work behind it; any other ends the pipeline.
+                    guard state.machine.pipelineSynced() else { continue }
+                    if conn.exitPipelineMode() != 1 { throw lost() }
                     _ = state.machine.resultsEnded(id)
                     return .done
                 default: break

@@ -105,6 +105,13 @@ extension PostgresConnection {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
             let prefixed = carryingReset && !singleRow && state.machine.takeSessionReset()
+            if prefixed, carry == nil, state.machine.sessionRestore.isEmpty {
+                // One sync for both: libpq writes them at once, the server answers at once.
+                try Self.queueGroupedReset(conn, sql, binds, &state)
+                let resetStatements = PostgresSessionReset.carried.count
+                return state.machine.sent(mode: .resetPrefix(then: .grouped(resetStatements: resetStatements)))
+            }
+            // Two syncs: libpq 15 flushes at each, so the TCP socket is corked around both (one segment).
             if prefixed { conn.cork(true) }
             defer { if prefixed { conn.cork(false) } }
             if prefixed { try Self.queueSessionReset(conn, &state) }

@@ -64,6 +64,9 @@ public final class PostgresPool: Sendable {
     /// The pool's one machine under its one lock: leases, its life, and the shared statements' queue and drivers
     /// (``execute(_:_:)``).
     private let machine: Locked<Machine>
+    /// Where the next connection asks for its vanished-client check (a lock of its own: asked and told around
+    /// an open, never inside the machine's).
+    private let startupPlan = Locked(StartupSettingsPlan.inStartupPacket)
     let nextID = Atomic<UInt64>(0)
     private var onNotice: (@Sendable (PostgresNotice) -> Void)? { configuration.onNotice }
     let background = OwnedTasks()
@@ -320,13 +323,7 @@ public final class PostgresPool: Sendable {
     /// Opens a connection in a slot the caller holds; gives the slot up if that fails.
     private func open() async throws -> PostgresConnection {
         do {
-            let connection = try await PostgresConnection.connect(
-                conninfo,
-                in: nil,
-                configuration: .init(
-                    registry: registry, reactor: reactor, statistics: cancelStatistics, session: session,
-                    connectTimeout: connectTimeout, onNotice: onNotice)
-            )
+            let connection = try await connectAsPlanned()
             if let cancelChannel {
                 await cancelChannel.connectIfNeeded()
                 connection.useCancelChannel(cancelChannel)
@@ -340,6 +337,26 @@ public final class PostgresPool: Sendable {
             }
             giveUpSlot()
             throw error
+        }
+    }
+
+    /// Opens one connection, asking for the vanished-client check where ``StartupSettingsPlan`` says: a refusal of
+    /// the startup packet's setting turns the plan for good and opens again at once, asking after connect.
+    private func connectAsPlanned() async throws -> PostgresConnection {
+        // Only a pool that resets its sessions gains from it (``StartupSettingsPlan``).
+        let atStartup = session.resetsBetweenUsers && startupPlan.withLock { $0.asksInStartupPacket }
+        var configuration = PostgresConnection.Configuration(
+            registry: registry, reactor: reactor, statistics: cancelStatistics, session: session,
+            connectTimeout: connectTimeout, onNotice: onNotice)
+        configuration.asksCheckIntervalAtStartup = atStartup
+        do {
+            return try await PostgresConnection.connect(conninfo, in: nil, configuration: configuration)
+        } catch let error as PostgresError where atStartup && error.code == .connection {
+            guard startupPlan.withLock({ $0.startupPacketFailed(error.message) }) else { throw error }
+            configuration.asksCheckIntervalAtStartup = false
+            let connection = try await PostgresConnection.connect(conninfo, in: nil, configuration: configuration)
+            connection.handle?.report("postgres.pool.startupSettingRefused")
+            return connection
         }
     }
 

@@ -7,7 +7,8 @@ import CLibPQ
 /// connection itself asked for (``PostgresSessionOptions``) are applied again after it.
 ///
 /// Carried in front of a statement it is `DISCARD ALL` itself, the first statement after a sync (where the server
-/// accepts it in a pipeline). On a round trip of its own it is one simple-protocol string, where `DISCARD ALL`
+/// accepts it in a pipeline), under the statement's own sync when there is nothing to restore after it. On a
+/// round trip of its own it is one simple-protocol string, where `DISCARD ALL`
 /// would be refused (a multi-statement string is one transaction block), so it is spelled out as the statements
 /// PostgreSQL documents it to stand for.
 enum PostgresSessionReset {
@@ -59,6 +60,29 @@ extension PostgresConnection {
         }
     }
 
+    /// Enters pipeline mode and queues the session reset, then `sql`, under one sync: one write, one answer
+    /// (under the lock). `DISCARD ALL`, the first statement after a sync, commits at once, so the statement behind
+    /// it starts a transaction of its own: its failure cannot take the reset back, and a statement that must lead
+    /// its transaction (`VACUUM`, `BEGIN ISOLATION LEVEL ...`) runs there as it would alone. Only for a
+    /// connection that restores no settings of its own after the reset (``StartupSettingsPlan``): a `SET` behind
+    /// the reset would share the statement's transaction, be taken back by its failure and make such a statement
+    /// the second of its transaction. A refused queue breaks the connection.
+    static func queueGroupedReset(
+        _ conn: LibPQConnection, _ sql: String, _ binds: [PostgresBind], _ state: inout State
+    ) throws {
+        guard conn.enterPipelineMode() == 1 else {
+            state.machine.lost()
+            throw PostgresError(.connection, conn.errorText)
+        }
+        for statement in PostgresSessionReset.carried {
+            guard conn.sendQueryParams(statement, 0, nil, nil, nil, nil, 0) == 1 else {
+                state.machine.lost()
+                throw PostgresError(.connection, conn.errorText)
+            }
+        }
+        try queueInPipeline(conn, sql, binds, &state)
+    }
+
     /// Queues one statement and its sync in the pipeline a carried reset opened (under the lock). A refused queue
     /// breaks the connection: the reset in front of it cannot be taken back.
     static func queueInPipeline(
@@ -82,26 +106,48 @@ extension PostgresConnection {
         -> CarriedStep
     {
         switch state.machine.mode {
-        case .resetPrefix:
-            guard let result else { return .taken }
-            switch PQresultStatus(result) {
-            case PGRES_PIPELINE_SYNC: _ = state.machine.pipelineSynced()  // to the work behind the reset
-            case PGRES_COMMAND_OK, PGRES_TUPLES_OK: break
-            // Failed or skipped (a cancel of the statement behind it that landed early): owed again, so the next
-            // operation's cleanup runs it. The statement behind it is read as the server answers it.
-            default: state.machine.requireSessionReset()
+        case .resetPrefix(let then):
+            guard let result else {
+                state.machine.resetStatementEnded()
+                return .taken
             }
-            return .taken
+            switch PQresultStatus(result) {
+            case PGRES_PIPELINE_SYNC:
+                // To the work behind the reset; or, under one sync with it, the end of both.
+                if then.isSyncedApart {
+                    _ = state.machine.pipelineSynced()
+                    return .taken
+                }
+                try Self.leavePipeline(conn, &state)
+                return .ended
+            case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+                return .taken
+            default:
+                // Failed or skipped (a cancel of the statement behind it that landed early): owed again, so the
+                // next operation's cleanup runs it. Behind its own sync the statement is read as the server
+                // answers it; under the same sync the statement did not run, and its caller gets this error.
+                state.machine.requireSessionReset()
+                return then.isSyncedApart || PQresultStatus(result) != PGRES_FATAL_ERROR ? .taken : .callers
+            }
         case .pipelinedStatement:
             guard let result else { return .taken }
-            guard PQresultStatus(result) == PGRES_PIPELINE_SYNC else { return .callers }
-            if state.machine.pipelineSynced(), conn.exitPipelineMode() != 1 {
-                state.machine.lost()
-                throw PostgresError(.connection, "could not leave pipeline mode")
+            switch PQresultStatus(result) {
+            case PGRES_PIPELINE_SYNC:
+                try Self.leavePipeline(conn, &state)
+                return .ended
+            case PGRES_PIPELINE_ABORTED: return .taken  // skipped behind a failed reset: its caller has that error
+            default: return .callers
             }
-            return .ended
         default:
             return .callers
+        }
+    }
+
+    /// The pipeline's sync arrived: the connection leaves libpq's pipeline mode (under the lock).
+    private static func leavePipeline(_ conn: LibPQConnection, _ state: inout State) throws {
+        if state.machine.pipelineSynced(), conn.exitPipelineMode() != 1 {
+            state.machine.lost()
+            throw PostgresError(.connection, "could not leave pipeline mode")
         }
     }
 }

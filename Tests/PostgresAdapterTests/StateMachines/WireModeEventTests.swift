@@ -12,7 +12,8 @@ import Testing
     /// Every mode a query can be read in.
     static let modes: [Mode] = [
         .simple, .copyOut, .copyIn, .copyInEnded, .pipeline, .carried(carried), .resetPrefix(then: .statement),
-        .resetPrefix(then: .carried(carried)), .pipelinedStatement,
+        .resetPrefix(then: .carried(carried)), .pipelinedStatement, .resetPrefix(then: .grouped(resetStatements: 1)),
+        .resetPrefix(then: .grouped(resetStatements: 2)),
     ]
 
     /// A machine with a query on the wire read as `mode`.
@@ -67,7 +68,19 @@ import Testing
         #expect(carried.mode == .carried(Self.carried))
     }
 
-    @Test(arguments: [Mode.pipeline, .pipelinedStatement, .carried(carried)])
+    @Test(arguments: modes) func onlyAGroupedResetCountsItsStatementsEnding(from mode: Mode) {
+        var machine = Self.onWire(mode)
+        machine.resetStatementEnded()
+        switch mode {
+        case .resetPrefix(.grouped(1)): #expect(machine.mode == .pipelinedStatement)
+        case .resetPrefix(.grouped(2)): #expect(machine.mode == .resetPrefix(then: .grouped(resetStatements: 1)))
+        default: #expect(machine.mode == mode)
+        }
+    }
+
+    @Test(arguments: [
+        Mode.pipeline, .pipelinedStatement, .carried(carried), .resetPrefix(then: .grouped(resetStatements: 1)),
+    ])
     func anyOtherSyncEndsThePipeline(from mode: Mode) {
         var machine = Self.onWire(mode)
         #expect(machine.pipelineSynced() == true)

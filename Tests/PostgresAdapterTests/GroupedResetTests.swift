@@ -1,0 +1,142 @@
+import Foundation
+import PostgresTestSupport
+import ResourceKit
+import TestSupport
+import Testing
+
+@testable import PostgresAdapter
+
+/// The carried session reset shares the next statement's sync when the statement may run there, and keeps a sync
+/// of its own before the rest (Docs/Architecture.md, "Clean sessions"); the pool asks for its vanished-client
+/// check in the startup packet, where the reset keeps it, and falls back when a pooler refuses that.
+@Suite(.serialized) struct GroupedResetTests {
+    /// The data segments TCP received on `socket` (`tcpi_data_segs_in`, at byte 152 of the kernel's `tcp_info`).
+    static func dataSegmentsIn(_ socket: Int32) -> UInt32? {
+        var info = [UInt8](repeating: 0, count: 232)
+        var length = socklen_t(info.count)
+        guard getsockopt(socket, Int32(IPPROTO_TCP), TCP_INFO, &info, &length) == 0, length >= 160 else { return nil }
+        return info.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 152, as: UInt32.self) }
+    }
+
+    /// The data segments `count` (in or out) reads on a pooled connection's socket while `query` runs as the first
+    /// statement of a lease that owes the reset.
+    static func segments(
+        _ count: @escaping @Sendable (Int32) -> UInt32?,
+        whileTheNextLesseeRuns query: @escaping @Sendable (PostgresConnection) async throws -> [PostgresRow]
+    ) async throws -> UInt32 {
+        let registry = ResourceRegistry()
+        let conninfo = try await TestDatabase.conninfo()
+        let segments = try await SessionResetTests.withPool(conninfo, registry) { pool in
+            _ = try await pool.withConnection { try await $0.query("SELECT 1") }  // the next lessee owes the reset
+            return try await pool.withConnection { connection in
+                let socket = connection.state.withLock { $0.conn?.socket ?? -1 }
+                let before = try #require(count(socket), "no TCP_INFO: not a TCP connection")
+                #expect(try await query(connection).count == 1)
+                return try #require(count(socket)) - before
+            }
+        }
+        #expect(registry.liveCount == 0)
+        return segments
+    }
+
+    /// A query carrying the reset is answered in one segment: one sync, one ReadyForQuery, one flush by the
+    /// server (behind a sync of its own the reset's answer would be flushed apart).
+    @Test func aQueryCarryingTheResetIsAnsweredInOneSegment() async throws {
+        let segments = try await Self.segments(Self.dataSegmentsIn) { try await $0.query("SELECT $1::int", [7]) }
+        #expect(segments == 1)
+    }
+
+    /// A statement under a deadline carries the reset behind a sync of its own (its prelude sets the carried
+    /// `statement_timeout`): libpq 15 flushes at each sync, and the cork around both still makes them one segment.
+    @Test func aResetCarriedInFrontOfADeadlinesPreludeLeavesInOneSegment() async throws {
+        let segments = try await Self.segments(SessionResetTests.dataSegmentsOut) { connection in
+            try await withResourceOperation(boundTo: nil, deadline: .now + .seconds(30), onCancel: { _ in }) {
+                try await connection.query("SELECT $1::int", [7])
+            }
+        }
+        #expect(segments == 1)
+    }
+
+    /// The statement under the reset's sync fails: the reset committed before it (the first statement after a
+    /// sync), so the lessee's next statement sees a fresh session all the same, and the check interval the pool
+    /// asked for at startup is still there.
+    @Test func aFailedStatementUnderTheResetsSyncLeavesTheSessionReset() async throws {
+        let registry = ResourceRegistry()
+        let conninfo = try await TestDatabase.conninfo()
+        try await SessionResetTests.withPool(conninfo, registry) { pool in
+            let fresh = try await pool.withConnection {
+                try SessionResetTests.session(try await $0.query(SessionResetTests.probe))
+            }
+            #expect(fresh[3] == "1s", "the pool's check interval: \(fresh)")
+            try await pool.withConnection { connection in
+                for statement in SessionResetTests.leftByALessee { try await connection.execute(statement) }
+            }
+            let next = try await pool.withConnection { connection in
+                await #expect(throws: PostgresError.self) { try await connection.execute("SELECT 1/0") }
+                return try SessionResetTests.session(try await connection.query(SessionResetTests.probe))
+            }
+            #expect(next == fresh, "fresh \(fresh), after a failed first statement \(next)")
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    /// A statement that may not run in a transaction block (`VACUUM`) comes first after a dirty session, under the
+    /// reset's sync: the reset committed at once, so the statement leads a transaction of its own, as it would
+    /// alone (a `SET` restored behind the reset would make it the second, and it would fail).
+    @Test func vacuumFirstAfterADirtySessionRunsUnderTheResetsSync() async throws {
+        let statement = "VACUUM pg_catalog.pg_am"
+        let registry = ResourceRegistry()
+        let conninfo = try await TestDatabase.conninfo()
+        try await SessionResetTests.withPool(conninfo, registry) { pool in
+            let fresh = try await pool.withConnection {
+                try SessionResetTests.session(try await $0.query(SessionResetTests.probe))
+            }
+            _ = try await pool.withConnection { try await $0.execute("SET search_path = pg_catalog") }
+            let next = try await pool.withConnection { connection in
+                try await connection.execute(statement)
+                return try SessionResetTests.session(try await connection.query(SessionResetTests.probe))
+            }
+            #expect(next == fresh, "fresh \(fresh), after \(statement) \(next)")
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    /// PgBouncer refuses `options` in the startup packet: the pool's first open is refused for it, the pool opens
+    /// again at once without it, says so once, and asks after connect from then on.
+    @Test func aPoolBehindAPoolerThatRefusesStartupOptionsOpensWithout() async throws {
+        let registry = ResourceRegistry()
+        let conninfo = try await TestDatabase.conninfo()
+        try await PgBouncerProcess.inFront(of: conninfo, poolSize: 2) { bouncer in
+            let pool = try PostgresPool(conninfo: bouncer, maxConnections: 2, registry: registry, cancelFastPath: false)
+            do {
+                async let first = pool.withConnection { try await $0.query("SELECT 1").count }
+                async let second = pool.withConnection { try await $0.query("SELECT 2").count }
+                #expect(try await first + second == 2)
+                let events = registry.snapshot().counters[PostgresConnection.kind.name]?.adapterEvents ?? [:]
+                #expect((1...2).contains(events["postgres.pool.startupSettingRefused"] ?? 0), "\(events)")
+                _ = try await pool.withConnection { try await $0.query("SELECT 3") }
+            } catch {
+                await pool.shutdown()
+                throw error
+            }
+            await pool.shutdown()
+        }
+        #expect(registry.liveCount == 0)
+    }
+
+    @Test func theStartupPlanFallsBackOnceForAnyRefusalOfTheSetting() {
+        var plan = StartupSettingsPlan.inStartupPacket
+        #expect(plan.asksInStartupPacket)
+        let unrelated = plan.startupPacketFailed("could not connect: connection refused")
+        #expect(!unrelated)
+        #expect(plan == .inStartupPacket)
+        let refused = plan.startupPacketFailed("ERROR:  unsupported startup parameter: options")
+        #expect(refused)
+        #expect(plan == .afterConnect && !plan.asksInStartupPacket)
+        var old = StartupSettingsPlan.inStartupPacket
+        let unknown = old.startupPacketFailed(
+            "FATAL:  unrecognized configuration parameter \"client_connection_check_interval\"")
+        #expect(unknown)
+        #expect(old == .afterConnect)
+    }
+}
