@@ -80,6 +80,39 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
+    /// Another client cancels the reset under the statement's sync (slowed by a thousand temporary tables to drop):
+    /// the server skips the statement, its caller gets the reset's error (`57014`, not its own cancel: a
+    /// `PostgresError`), and the reset is owed again, so the lessee's next statement carries it and sees a fresh
+    /// session.
+    @Test func aResetCancelledUnderTheStatementsSyncFailsTheStatementAndIsOwedAgain() async throws {
+        let registry = ResourceRegistry()
+        let conninfo = try await TestDatabase.conninfo()
+        let temporary = "SELECT to_regclass('pg_temp.rk_slow_1000') IS NULL"
+        try await withResourceScope("observer", registry: registry) { scope in
+            let observer = try await PostgresConnection.connect(conninfo, in: scope)
+            try await SessionResetTests.withPool(conninfo, registry) { pool in
+                try await pool.withConnection { connection in
+                    try await connection.execute(
+                        "DO $$BEGIN FOR i IN 1..1000 LOOP EXECUTE format('CREATE TEMP TABLE rk_slow_%s (n int)', i); "
+                            + "END LOOP; END$$")
+                    #expect(try await connection.query(temporary)[0].decode(Bool.self, at: 0) == false)
+                }
+                try await pool.withConnection { connection in
+                    let pid = try #require(connection.backendPID)
+                    let canceller = Task {
+                        try await TestDatabase.waitUntilActive(pid, observer: observer)
+                        _ = try await observer.query("SELECT pg_cancel_backend($1)", [pid])
+                    }
+                    let failure = await #expect(throws: PostgresError.self) { try await connection.query("SELECT 1") }
+                    #expect(failure?.sqlState == "57014", "\(String(describing: failure))")
+                    try await canceller.value
+                    #expect(try await connection.query(temporary)[0].decode(Bool.self, at: 0) == true)
+                }
+            }
+        }
+        #expect(registry.liveCount == 0)
+    }
+
     /// A statement that may not run in a transaction block (`VACUUM`) comes first after a dirty session, under the
     /// reset's sync: the reset committed at once, so the statement leads a transaction of its own, as it would
     /// alone (a `SET` restored behind the reset would make it the second, and it would fail).
