@@ -80,32 +80,40 @@ import Testing
         #expect(registry.liveCount == 0)
     }
 
-    /// Another client cancels the reset under the statement's sync (slowed by a thousand temporary tables to drop):
-    /// the server skips the statement, its caller gets the reset's error (`57014`, not its own cancel: a
-    /// `PostgresError`), and the reset is owed again, so the lessee's next statement carries it and sees a fresh
-    /// session.
+    /// Another client cancels the reset under the statement's sync, while `DISCARD ALL` waits for a lock on the
+    /// previous lessee's temporary table that a third session holds: the server skips the statement, its caller
+    /// gets the reset's error (`57014`, not its own cancel: a `PostgresError`), and the reset is owed again, so
+    /// the lessee's next statement carries it and sees a fresh session.
     @Test func aResetCancelledUnderTheStatementsSyncFailsTheStatementAndIsOwedAgain() async throws {
         let registry = ResourceRegistry()
         let conninfo = try await TestDatabase.conninfo()
-        let temporary = "SELECT to_regclass('pg_temp.rk_slow_1000') IS NULL"
+        let temporary = "SELECT to_regclass('pg_temp.rk_reset_blocker') IS NULL"
         try await withResourceScope("observer", registry: registry) { scope in
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             try await SessionResetTests.withPool(conninfo, registry) { pool in
-                try await pool.withConnection { connection in
-                    try await connection.execute(
-                        "DO $$BEGIN FOR i IN 1..1000 LOOP EXECUTE format('CREATE TEMP TABLE rk_slow_%s (n int)', i); "
-                            + "END LOOP; END$$")
-                    #expect(try await connection.query(temporary)[0].decode(Bool.self, at: 0) == false)
+                let schema = try await pool.withConnection { connection in
+                    try await connection.execute("CREATE TEMP TABLE rk_reset_blocker (n int)")
+                    return try await connection.query("SELECT pg_my_temp_schema()::regnamespace::text")[0].decode(
+                        String.self, at: 0)
                 }
+                try await observer.execute("BEGIN")
+                try await observer.execute("LOCK TABLE \(schema).rk_reset_blocker IN ACCESS SHARE MODE")
                 try await pool.withConnection { connection in
                     let pid = try #require(connection.backendPID)
                     let canceller = Task {
-                        try await TestDatabase.waitUntilActive(pid, observer: observer)
-                        _ = try await observer.query("SELECT pg_cancel_backend($1)", [pid])
+                        // Active from here on: its DISCARD ALL waits for the observer's lock until cancelled.
+                        do {
+                            try await TestDatabase.waitUntilActive(pid, observer: observer)
+                            _ = try await observer.query("SELECT pg_cancel_backend($1)", [pid])
+                        } catch {
+                            try? await observer.execute("ROLLBACK")  // the lock, so that the query ends anyway
+                            throw error
+                        }
                     }
                     let failure = await #expect(throws: PostgresError.self) { try await connection.query("SELECT 1") }
                     #expect(failure?.sqlState == "57014", "\(String(describing: failure))")
                     try await canceller.value
+                    try await observer.execute("COMMIT")
                     #expect(try await connection.query(temporary)[0].decode(Bool.self, at: 0) == true)
                 }
             }
@@ -155,6 +163,27 @@ import Testing
             await pool.shutdown()
         }
         #expect(registry.liveCount == 0)
+    }
+
+    /// The setting goes after the conninfo's own `options`, or after `PGOPTIONS` when it sets none; a conninfo that
+    /// names a service and sets no `options` is left alone (the service's `options` would be replaced).
+    @Test func theStartupSettingKeepsTheOptionsItJoins() throws {
+        func options(_ conninfo: String, _ environment: [String: String]) throws -> String? {
+            var info = try ConnectionInfo(conninfo)
+            guard info.addStartupSetting("client_connection_check_interval", "1000", environment: environment) else {
+                return nil
+            }
+            return info.value(of: "options")
+        }
+        let setting = "-c client_connection_check_interval=1000"
+        #expect(try options("host=h", [:]) == setting)
+        #expect(try options("host=h options='-c work_mem=1MB'", [:]) == "-c work_mem=1MB " + setting)
+        #expect(try options("postgresql://h/d?options=-c%20work_mem%3D1MB", [:]) == "-c work_mem=1MB " + setting)
+        #expect(try options("host=h", ["PGOPTIONS": "-c work_mem=2MB"]) == "-c work_mem=2MB " + setting)
+        #expect(try options("host=h options=''", ["PGOPTIONS": "-c work_mem=2MB"]) == setting)
+        #expect(try options("service=s", [:]) == nil)
+        #expect(try options("host=h", ["PGSERVICE": "s"]) == nil)
+        #expect(try options("service=s options='-c work_mem=1MB'", [:]) == "-c work_mem=1MB " + setting)
     }
 
     @Test func theStartupPlanFallsBackOnceForAnyRefusalOfTheSetting() {

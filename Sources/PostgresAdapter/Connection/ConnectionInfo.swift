@@ -44,11 +44,18 @@ struct ConnectionInfo: Sendable {
     }
 
     /// Adds `-c name=value` to the startup packet's `options`, after the conninfo's own (or after `PGOPTIONS`,
-    /// which libpq reads only when the conninfo sets no `options`). `value` holds no space or backslash.
-    mutating func addStartupSetting(_ name: String, _ value: String) {
-        let base = self.value(of: "options") ?? ProcessInfo.processInfo.environment["PGOPTIONS"] ?? ""
+    /// which libpq reads only when the conninfo sets no `options`). `value` holds no space or backslash. Returns
+    /// `false` and changes nothing when the conninfo names a service (`service`, or `PGSERVICE`) and sets no
+    /// `options`: the service file may set them, and an `options` here would replace the service's.
+    mutating func addStartupSetting(
+        _ name: String, _ value: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> Bool {
+        let own = self.value(of: "options")
+        if own == nil, self.value(of: "service") != nil || environment["PGSERVICE"] != nil { return false }
+        let base = own ?? environment["PGOPTIONS"] ?? ""
         let setting = "-c \(name)=\(value)"
         set("options", base.isEmpty ? setting : base + " " + setting)
+        return true
     }
 
     /// Host *names* that libpq would resolve itself, with blocking `getaddrinfo`, inside `PQconnectPoll`.

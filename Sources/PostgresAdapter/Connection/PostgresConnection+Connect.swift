@@ -39,8 +39,9 @@ extension PostgresConnection {
         try Task.checkCancellation()
         var info = try ConnectionInfo(conninfo)
         let interval = configuration.session.clientCheckIntervalMilliseconds
-        let intervalAtStartup = configuration.asksCheckIntervalAtStartup && interval > 0
-        if intervalAtStartup { info.addStartupSetting("client_connection_check_interval", "\(interval)") }
+        let intervalAtStartup =
+            configuration.asksCheckIntervalAtStartup && interval > 0
+            && info.addStartupSetting("client_connection_check_interval", "\(interval)")
         let connection = PostgresConnection(
             reactor: configuration.reactor,
             pool: pool,

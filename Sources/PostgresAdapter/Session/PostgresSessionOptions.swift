@@ -10,12 +10,12 @@ public struct PostgresSessionOptions: Sendable, Hashable {
     /// Asked for at connect, in the round trip that verifies the backend, and only on a verified backend: behind
     /// a transaction pooler (an unverified backend) the session is shared with other clients and is left alone,
     /// and a server before 14 is not asked. A ``PostgresPool`` that resets its sessions asks in the startup
-    /// packet as well (`options`, after the conninfo's own), where it is the session's default and the reset
-    /// keeps it; a server or pooler that refuses it there (a server before 14, PgBouncer) fails that one open,
-    /// and the pool opens again at once without it and asks after connect from then on (reported as
-    /// `postgres.pool.startupSettingRefused`). Behind PgBouncer in transaction mode a killed client's statement runs
-    /// on (PgBouncer keeps the server connection until the statement ends): a deadline carried to the server
-    /// (``carriesDeadlineToServer``) is what bounds it there.
+    /// packet as well (`options`, after the conninfo's own; not for a conninfo that names a service and sets no
+    /// `options`), where it is the session's default and the reset keeps it; a server or pooler that refuses it
+    /// there (a server before 14, PgBouncer) fails that one open, and the pool opens again at once without it
+    /// and asks after connect from then on (reported as `postgres.pool.startupSettingRefused`). Behind PgBouncer
+    /// in transaction mode a killed client's statement runs on (PgBouncer keeps the server connection until the
+    /// statement ends): a deadline carried to the server (``carriesDeadlineToServer``) is what bounds it there.
     public var clientCheckInterval: Duration?
 
     /// A statement run under a deadline (of the connection's scope, or of an enclosing
