@@ -106,7 +106,7 @@ import Testing
                             try await TestDatabase.waitUntilActive(pid, observer: observer)
                             _ = try await observer.query("SELECT pg_cancel_backend($1)", [pid])
                         } catch {
-                            try? await observer.execute("ROLLBACK")  // the lock, so that the query ends anyway
+                            _ = try? await observer.execute("ROLLBACK")  // the lock, so that the query ends anyway
                             throw error
                         }
                     }

@@ -8,9 +8,9 @@ import CLibPQ
 ///
 /// Carried in front of a statement it is `DISCARD ALL` itself, the first statement after a sync (where the server
 /// accepts it in a pipeline), under the statement's own sync when there is nothing to restore after it. On a
-/// round trip of its own it is one simple-protocol string, where `DISCARD ALL`
-/// would be refused (a multi-statement string is one transaction block), so it is spelled out as the statements
-/// PostgreSQL documents it to stand for.
+/// round trip of its own it is one simple-protocol string, where `DISCARD ALL` would be refused (a
+/// multi-statement string is one transaction block), so it is spelled out as the statements PostgreSQL documents
+/// it to stand for.
 enum PostgresSessionReset {
     /// The carried form, before the connection's own settings.
     static let carried = ["DISCARD ALL"]
