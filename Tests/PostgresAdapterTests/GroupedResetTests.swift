@@ -57,27 +57,39 @@ import Testing
         #expect(segments == 1)
     }
 
+    /// A fresh session's probe, and the probe of the lessee after the one that ran `dirtying`, taken right after
+    /// its own first statement, `first` (so the reset is carried in front of `first`).
+    static func probes(
+        dirtying: [String], first: @escaping @Sendable (PostgresConnection) async throws -> Void
+    ) async throws -> (fresh: [String], next: [String]) {
+        let registry = ResourceRegistry()
+        let conninfo = try await TestDatabase.conninfo()
+        let probes = try await SessionResetTests.withPool(conninfo, registry) { pool in
+            let fresh = try await pool.withConnection {
+                try SessionResetTests.session(try await $0.query(SessionResetTests.probe))
+            }
+            try await pool.withConnection { connection in
+                for statement in dirtying { try await connection.execute(statement) }
+            }
+            let next = try await pool.withConnection { connection in
+                try await first(connection)
+                return try SessionResetTests.session(try await connection.query(SessionResetTests.probe))
+            }
+            return (fresh, next)
+        }
+        #expect(registry.liveCount == 0)
+        return probes
+    }
+
     /// The statement under the reset's sync fails: the reset committed before it (the first statement after a
     /// sync), so the lessee's next statement sees a fresh session all the same, and the check interval the pool
     /// asked for at startup is still there.
     @Test func aFailedStatementUnderTheResetsSyncLeavesTheSessionReset() async throws {
-        let registry = ResourceRegistry()
-        let conninfo = try await TestDatabase.conninfo()
-        try await SessionResetTests.withPool(conninfo, registry) { pool in
-            let fresh = try await pool.withConnection {
-                try SessionResetTests.session(try await $0.query(SessionResetTests.probe))
-            }
-            #expect(fresh[3] == "1s", "the pool's check interval: \(fresh)")
-            try await pool.withConnection { connection in
-                for statement in SessionResetTests.leftByALessee { try await connection.execute(statement) }
-            }
-            let next = try await pool.withConnection { connection in
-                await #expect(throws: PostgresError.self) { try await connection.execute("SELECT 1/0") }
-                return try SessionResetTests.session(try await connection.query(SessionResetTests.probe))
-            }
-            #expect(next == fresh, "fresh \(fresh), after a failed first statement \(next)")
+        let (fresh, next) = try await Self.probes(dirtying: SessionResetTests.leftByALessee) { connection in
+            await #expect(throws: PostgresError.self) { try await connection.execute("SELECT 1/0") }
         }
-        #expect(registry.liveCount == 0)
+        #expect(fresh[3] == "1s", "the pool's check interval: \(fresh)")
+        #expect(next == fresh, "fresh \(fresh), after a failed first statement \(next)")
     }
 
     /// Another client cancels the reset under the statement's sync, while `DISCARD ALL` waits for a lock on the
@@ -125,21 +137,10 @@ import Testing
     /// reset's sync: the reset committed at once, so the statement leads a transaction of its own, as it would
     /// alone (a `SET` restored behind the reset would make it the second, and it would fail).
     @Test func vacuumFirstAfterADirtySessionRunsUnderTheResetsSync() async throws {
-        let statement = "VACUUM pg_catalog.pg_am"
-        let registry = ResourceRegistry()
-        let conninfo = try await TestDatabase.conninfo()
-        try await SessionResetTests.withPool(conninfo, registry) { pool in
-            let fresh = try await pool.withConnection {
-                try SessionResetTests.session(try await $0.query(SessionResetTests.probe))
-            }
-            _ = try await pool.withConnection { try await $0.execute("SET search_path = pg_catalog") }
-            let next = try await pool.withConnection { connection in
-                try await connection.execute(statement)
-                return try SessionResetTests.session(try await connection.query(SessionResetTests.probe))
-            }
-            #expect(next == fresh, "fresh \(fresh), after \(statement) \(next)")
+        let (fresh, next) = try await Self.probes(dirtying: ["SET search_path = pg_catalog"]) { connection in
+            try await connection.execute("VACUUM pg_catalog.pg_am")
         }
-        #expect(registry.liveCount == 0)
+        #expect(next == fresh, "fresh \(fresh), after VACUUM \(next)")
     }
 
     /// PgBouncer refuses `options` in the startup packet: the pool's first open is refused for it, the pool opens

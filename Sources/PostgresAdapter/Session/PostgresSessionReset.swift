@@ -44,19 +44,27 @@ extension PostgresConnection {
     /// work the caller queues next (under the lock; the sync keeps the work out of the reset's implicit
     /// transaction). A refused queue breaks the connection.
     static func queueSessionReset(_ conn: LibPQConnection, _ state: inout State) throws {
+        try queueResetStatements(conn, PostgresSessionReset.carried + state.machine.sessionRestore, &state)
+        guard conn.pipelineSync() == 1 else {
+            state.machine.lost()
+            throw PostgresError(.connection, conn.errorText)
+        }
+    }
+
+    /// Enters pipeline mode and queues `statements` with no sync (under the lock). A refused queue breaks the
+    /// connection.
+    private static func queueResetStatements(
+        _ conn: LibPQConnection, _ statements: [String], _ state: inout State
+    ) throws {
         guard conn.enterPipelineMode() == 1 else {
             state.machine.lost()
             throw PostgresError(.connection, conn.errorText)
         }
-        for statement in PostgresSessionReset.carried + state.machine.sessionRestore {
+        for statement in statements {
             guard conn.sendQueryParams(statement, 0, nil, nil, nil, nil, 0) == 1 else {
                 state.machine.lost()
                 throw PostgresError(.connection, conn.errorText)
             }
-        }
-        guard conn.pipelineSync() == 1 else {
-            state.machine.lost()
-            throw PostgresError(.connection, conn.errorText)
         }
     }
 
@@ -70,16 +78,7 @@ extension PostgresConnection {
     static func queueGroupedReset(
         _ conn: LibPQConnection, _ sql: String, _ binds: [PostgresBind], _ state: inout State
     ) throws {
-        guard conn.enterPipelineMode() == 1 else {
-            state.machine.lost()
-            throw PostgresError(.connection, conn.errorText)
-        }
-        for statement in PostgresSessionReset.carried {
-            guard conn.sendQueryParams(statement, 0, nil, nil, nil, nil, 0) == 1 else {
-                state.machine.lost()
-                throw PostgresError(.connection, conn.errorText)
-            }
-        }
+        try queueResetStatements(conn, PostgresSessionReset.carried, &state)
         try queueInPipeline(conn, sql, binds, &state)
     }
 
@@ -111,7 +110,8 @@ extension PostgresConnection {
                 state.machine.resetStatementEnded()
                 return .taken
             }
-            switch PQresultStatus(result) {
+            let status = PQresultStatus(result)
+            switch status {
             case PGRES_PIPELINE_SYNC:
                 // To the work behind the reset; or, under one sync with it, the end of both.
                 if then.isSyncedApart {
@@ -127,7 +127,7 @@ extension PostgresConnection {
                 // next operation's cleanup runs it. Behind its own sync the statement is read as the server
                 // answers it; under the same sync the statement did not run, and its caller gets this error.
                 state.machine.requireSessionReset()
-                return then.isSyncedApart || PQresultStatus(result) != PGRES_FATAL_ERROR ? .taken : .callers
+                return then.isSyncedApart || status != PGRES_FATAL_ERROR ? .taken : .callers
             }
         case .pipelinedStatement:
             guard let result else { return .taken }
