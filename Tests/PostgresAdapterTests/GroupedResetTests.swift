@@ -101,6 +101,9 @@ import Testing
         let conninfo = try await TestDatabase.conninfo()
         let temporary = "SELECT to_regclass('pg_temp.rk_reset_blocker') IS NULL"
         try await withResourceScope("observer", registry: registry) { scope in
+            // Two sessions: one holds the lock in a transaction, the other watches. A session reads
+            // `pg_stat_activity` once per transaction, so the holder would see the lessee as it was at its first look.
+            let locker = try await PostgresConnection.connect(conninfo, in: scope)
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             try await SessionResetTests.withPool(conninfo, registry) { pool in
                 let schema = try await pool.withConnection { connection in
@@ -108,24 +111,24 @@ import Testing
                     return try await connection.query("SELECT pg_my_temp_schema()::regnamespace::text")[0].decode(
                         String.self, at: 0)
                 }
-                try await observer.execute("BEGIN")
-                try await observer.execute("LOCK TABLE \(schema).rk_reset_blocker IN ACCESS SHARE MODE")
+                try await locker.execute("BEGIN")
+                try await locker.execute("LOCK TABLE \(schema).rk_reset_blocker IN ACCESS SHARE MODE")
                 try await pool.withConnection { connection in
                     let pid = try #require(connection.backendPID)
                     let canceller = Task {
-                        // Active from here on: its DISCARD ALL waits for the observer's lock until cancelled.
+                        // Active from here on: its DISCARD ALL waits for the locker's lock until cancelled.
                         do {
                             try await TestDatabase.waitUntilActive(pid, observer: observer)
                             _ = try await observer.query("SELECT pg_cancel_backend($1)", [pid])
                         } catch {
-                            _ = try? await observer.execute("ROLLBACK")  // the lock, so that the query ends anyway
+                            _ = try? await locker.execute("ROLLBACK")  // the lock, so that the query ends anyway
                             throw error
                         }
                     }
                     let failure = await #expect(throws: PostgresError.self) { try await connection.query("SELECT 1") }
                     #expect(failure?.sqlState == "57014", "\(String(describing: failure))")
                     try await canceller.value
-                    try await observer.execute("COMMIT")
+                    try await locker.execute("COMMIT")
                     #expect(try await connection.query(temporary)[0].decode(Bool.self, at: 0) == true)
                 }
             }
