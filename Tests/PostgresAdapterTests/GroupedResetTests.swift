@@ -92,17 +92,27 @@ import Testing
         #expect(next == fresh, "fresh \(fresh), after a failed first statement \(next)")
     }
 
-    /// Another client cancels the reset under the statement's sync, while `DISCARD ALL` waits for a lock on the
-    /// previous lessee's temporary table that a third session holds: the server skips the statement, its caller
-    /// gets the reset's error (`57014`, not its own cancel: a `PostgresError`), and the reset is owed again, so
-    /// the lessee's next statement carries it and sees a fresh session.
-    @Test func aResetCancelledUnderTheStatementsSyncFailsTheStatementAndIsOwedAgain() async throws {
+    /// Whether the session has no temporary table `rk_reset_blocker`: a reset ran since the lessee that made it.
+    static let resetSinceBlocker = "SELECT to_regclass('pg_temp.rk_reset_blocker') IS NULL"
+
+    /// A lease whose reset waits for a lock (``withResetBlocked(_:)``).
+    struct BlockedReset: Sendable {
+        let lease: PostgresConnection
+        /// The lease's backend.
+        let pid: Int32
+        /// The session that holds the lock, in a transaction.
+        let locker: PostgresConnection
+        /// Another session: one reads `pg_stat_activity` once per transaction, so the locker would see the lessee
+        /// as it was at its first look.
+        let observer: PostgresConnection
+    }
+
+    /// A pool of one whose next lease owes a reset that cannot finish: its `DISCARD ALL` waits for a lock on the
+    /// previous lessee's temporary table, which the locker holds in a transaction.
+    static func withResetBlocked(_ body: @escaping @Sendable (BlockedReset) async throws -> Void) async throws {
         let registry = ResourceRegistry()
         let conninfo = try await TestDatabase.conninfo()
-        let temporary = "SELECT to_regclass('pg_temp.rk_reset_blocker') IS NULL"
         try await withResourceScope("observer", registry: registry) { scope in
-            // Two sessions: one holds the lock in a transaction, the other watches. A session reads
-            // `pg_stat_activity` once per transaction, so the holder would see the lessee as it was at its first look.
             let locker = try await PostgresConnection.connect(conninfo, in: scope)
             let observer = try await PostgresConnection.connect(conninfo, in: scope)
             try await SessionResetTests.withPool(conninfo, registry) { pool in
@@ -115,25 +125,56 @@ import Testing
                 try await locker.execute("LOCK TABLE \(schema).rk_reset_blocker IN ACCESS SHARE MODE")
                 try await pool.withConnection { connection in
                     let pid = try #require(connection.backendPID)
-                    let canceller = Task {
-                        // Active from here on: its DISCARD ALL waits for the locker's lock until cancelled.
-                        do {
-                            try await TestDatabase.waitUntilActive(pid, observer: observer)
-                            _ = try await observer.query("SELECT pg_cancel_backend($1)", [pid])
-                        } catch {
-                            _ = try? await locker.execute("ROLLBACK")  // the lock, so that the query ends anyway
-                            throw error
-                        }
-                    }
-                    let failure = await #expect(throws: PostgresError.self) { try await connection.query("SELECT 1") }
-                    #expect(failure?.sqlState == "57014", "\(String(describing: failure))")
-                    try await canceller.value
-                    try await locker.execute("COMMIT")
-                    #expect(try await connection.query(temporary)[0].decode(Bool.self, at: 0) == true)
+                    try await body(BlockedReset(lease: connection, pid: pid, locker: locker, observer: observer))
                 }
             }
         }
         #expect(registry.liveCount == 0)
+    }
+
+    /// Another client cancels the reset under the statement's sync, while `DISCARD ALL` waits for a lock on the
+    /// previous lessee's temporary table that a third session holds: the server skips the statement, its caller
+    /// gets the reset's error (`57014`, not its own cancel: a `PostgresError`), and the reset is owed again, so
+    /// the lessee's next statement carries it and sees a fresh session.
+    @Test func aResetCancelledUnderTheStatementsSyncFailsTheStatementAndIsOwedAgain() async throws {
+        try await Self.withResetBlocked { blocked in
+            let (connection, pid, locker, observer) = (blocked.lease, blocked.pid, blocked.locker, blocked.observer)
+            let canceller = Task {
+                // Active from here on: its DISCARD ALL waits for the locker's lock until cancelled.
+                do {
+                    try await TestDatabase.waitUntilActive(pid, observer: observer)
+                    _ = try await observer.query("SELECT pg_cancel_backend($1)", [pid])
+                } catch {
+                    _ = try? await locker.execute("ROLLBACK")  // the lock, so that the query ends anyway
+                    throw error
+                }
+            }
+            let failure = await #expect(throws: PostgresError.self) { try await connection.query("SELECT 1") }
+            #expect(failure?.sqlState == "57014", "\(String(describing: failure))")
+            try await canceller.value
+            try await locker.execute("COMMIT")
+            #expect(try await connection.query(Self.resetSinceBlocker)[0].decode(Bool.self, at: 0) == true)
+        }
+    }
+
+    /// The lessee's own task is cancelled while the reset in front of its statement waits for that lock: the caller
+    /// returns at once, our cancel stops `DISCARD ALL` on the server, and the cleanup that drains the abandoned
+    /// pipeline finds the reset failed and owes it again, so the lessee's next statement sees a fresh session.
+    @Test func aResetDrainedAfterItsCallerWasCancelledIsOwedAgain() async throws {
+        try await Self.withResetBlocked { blocked in
+            let (connection, pid, locker, observer) = (blocked.lease, blocked.pid, blocked.locker, blocked.observer)
+            let caller = Task { try await connection.query("SELECT 1") }
+            do {
+                try await TestDatabase.waitUntilActive(pid, observer: observer)
+            } catch {
+                try await locker.execute("ROLLBACK")
+                throw error
+            }
+            caller.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await caller.value }
+            try await locker.execute("COMMIT")
+            #expect(try await connection.query(Self.resetSinceBlocker)[0].decode(Bool.self, at: 0) == true)
+        }
     }
 
     /// A statement that may not run in a transaction block (`VACUUM`) comes first after a dirty session, under the

@@ -74,21 +74,25 @@ extension PostgresConnection {
                     if conn.consumeInput() == 0 { throw lost() }
                     if conn.isBusy() == 1 { return .wait(conn.socket, .readable) }
                 }
-                guard let result = conn.getResult() else {
-                    if state.machine.mode.isPipeline {  // a NULL separates a pipeline's statements
-                        state.machine.resetStatementEnded()
-                        continue
-                    }
+                let next = conn.getResult()
+                switch state.machine.mode {
+                case .resetPrefix, .pipelinedStatement:
+                    // A carried reset and the statement behind it are read as the caller's pump reads them (a failed
+                    // reset is owed again); what the pump would hand to the caller is dropped.
+                    let step = try Self.takePipelined(next, conn, &state)
+                    if let next { PQclear(next) }
+                    guard case .ended = step else { continue }
+                    _ = state.machine.resultsEnded(id)
+                    return .done
+                default:
+                    break
+                }
+                guard let result = next else {
+                    if state.machine.mode.isPipeline { continue }  // a NULL separates a pipeline's statements
                     _ = state.machine.resultsEnded(id)
                     return .done
                 }
                 let status = PQresultStatus(result)
-                if case .resetPrefix = state.machine.mode, status != PGRES_PIPELINE_SYNC {
-                    // A carried reset's results: a failure owes it again.
-                    PQclear(result)
-                    if status != PGRES_COMMAND_OK, status != PGRES_TUPLES_OK { state.machine.requireSessionReset() }
-                    continue
-                }
                 if status == PGRES_FATAL_ERROR, state.machine.mode == .sessionReset {
                     let failure = PostgresError.server(result)
                     PQclear(result)

@@ -104,25 +104,30 @@ extension PostgresConnection {
             guard let conn = state.conn, !state.machine.isUnusable else {
                 throw PostgresError(.connection, "the connection is closed or broken")
             }
-            let prefixed = carryingReset && !singleRow && state.machine.takeSessionReset()
-            if prefixed, carry == nil, state.machine.sessionRestore.isEmpty {
+            let carried = carry.map { ConnectionStateMachine.CarriedDeadline(deadline: $0.0) }
+            let plan = state.machine.planStatement(carryingReset: carryingReset, carried: carried, singleRow: singleRow)
+            switch plan.reset {
+            case .underTheStatementsSync(let statements)?:
                 // One sync for both: libpq writes them at once, the server answers at once.
-                try Self.queueGroupedReset(conn, sql, binds, &state)
-                let resetStatements = PostgresSessionReset.carried.count
-                return state.machine.sent(mode: .resetPrefix(then: .grouped(resetStatements: resetStatements)))
+                try Self.queueGroupedReset(conn, statements, sql, binds, &state)
+                return state.machine.sent(plan)
+            case .syncedApart(let statements)?:
+                // Two syncs: libpq 15 flushes at each, so the TCP socket is corked around both (one segment).
+                conn.cork(true)
+                defer { conn.cork(false) }
+                try Self.queueSessionReset(conn, statements, &state)
+                if let (_, milliseconds) = carry {
+                    try Self.sendCarried(conn, sql, binds, milliseconds: milliseconds, &state)
+                } else {
+                    try Self.queueInPipeline(conn, sql, binds, &state)
+                }
+                return state.machine.sent(plan)
+            case nil:
+                break
             }
-            // Two syncs: libpq 15 flushes at each, so the TCP socket is corked around both (one segment).
-            if prefixed { conn.cork(true) }
-            defer { if prefixed { conn.cork(false) } }
-            if prefixed { try Self.queueSessionReset(conn, &state) }
-            if let (deadline, milliseconds) = carry {
+            if let (_, milliseconds) = carry {
                 try Self.sendCarried(conn, sql, binds, milliseconds: milliseconds, &state)
-                let carried = ConnectionStateMachine.CarriedDeadline(deadline: deadline)
-                return state.machine.sent(mode: prefixed ? .resetPrefix(then: .carried(carried)) : .carried(carried))
-            }
-            if prefixed {
-                try Self.queueInPipeline(conn, sql, binds, &state)
-                return state.machine.sent(mode: .resetPrefix(then: .statement))
+                return state.machine.sent(plan)
             }
             // `withCString`, not the implicit conversion: that copies a short (small-string) statement into a
             // new array on every call, `withCString` onto the stack.
@@ -138,7 +143,7 @@ extension PostgresConnection {
                 throw PostgresError(lost ? .connection : .invalidQuery, message)
             }
             if singleRow { conn.setSingleRowMode() }
-            return state.machine.sent()
+            return state.machine.sent(plan)
         }
     }
 

@@ -27,6 +27,71 @@ enum PostgresSessionReset {
     }
 }
 
+extension ConnectionStateMachine {
+    /// How the next statement goes on the wire, as the machine decides it from what the connection owes
+    /// (Docs/Architecture.md, "Clean sessions"): the driver queues what the plan says and reports it with
+    /// ``sent(_:)``; it never names a mode itself.
+    struct StatementPlan: Sendable, Equatable {
+        /// The owed session reset queued in front of the statement; `nil`: none.
+        let reset: ResetInFront?
+        /// The deadline the statement carries to the server as its `statement_timeout`; `nil`: none.
+        let carried: CarriedDeadline?
+
+        /// The mode the statement is read in once it is on the wire.
+        var mode: WireMode {
+            switch (reset, carried) {
+            case (.underTheStatementsSync(let statements)?, _):
+                .resetPrefix(then: .grouped(resetStatements: statements.count))
+            case (.syncedApart?, let carried?): .resetPrefix(then: .carried(carried))
+            case (.syncedApart?, nil): .resetPrefix(then: .statement)
+            case (nil, let carried?): .carried(carried)
+            case (nil, nil): .simple
+            }
+        }
+    }
+
+    /// A session reset in front of a statement: the statements to queue, and where their sync is.
+    enum ResetInFront: Sendable, Equatable {
+        /// `DISCARD ALL` alone, under the statement's own sync: one write, one answer. `DISCARD ALL`, the first
+        /// statement after a sync, commits at once, so the statement behind it still leads a transaction of its own.
+        case underTheStatementsSync([String])
+        /// The reset and the settings the connection restores after it, then a sync of their own, then the
+        /// statement: a `SET` behind the reset would share the statement's transaction (and be taken back by its
+        /// failure), and a carried deadline's prelude must not run inside the reset's transaction either.
+        case syncedApart([String])
+
+        var statements: [String] {
+            switch self {
+            case .underTheStatementsSync(let statements), .syncedApart(let statements): statements
+            }
+        }
+    }
+
+    /// The plan for the statement an operation sends now; takes the owed session reset when the operation carries it
+    /// (`carryingReset`) and the statement can carry it (a single-row statement cannot: its rows stream outside a
+    /// pipeline). `carried`: the deadline the statement carries to the server, if any.
+    mutating func planStatement(carryingReset: Bool, carried: CarriedDeadline?, singleRow: Bool) -> StatementPlan {
+        guard carryingReset, !singleRow, takeSessionReset() else { return StatementPlan(reset: nil, carried: carried) }
+        if carried == nil, sessionRestore.isEmpty {
+            return StatementPlan(reset: .underTheStatementsSync(PostgresSessionReset.carried), carried: nil)
+        }
+        return StatementPlan(reset: .syncedApart(PostgresSessionReset.carried + sessionRestore), carried: carried)
+    }
+
+    /// The reset a shared batch carries in front of its statements (`carryingReset`), if one is owed: always synced
+    /// apart, since each statement of the batch ends in a sync of its own.
+    mutating func planBatchReset(carryingReset: Bool) -> ResetInFront? {
+        guard carryingReset, takeSessionReset() else { return nil }
+        return .syncedApart(PostgresSessionReset.carried + sessionRestore)
+    }
+
+    /// The statement planned by ``planStatement(carryingReset:carried:singleRow:)`` was handed to libpq. Returns its
+    /// id.
+    mutating func sent(_ plan: StatementPlan) -> QueryID {
+        sent(mode: plan.mode)
+    }
+}
+
 extension PostgresConnection {
     /// Hands the pool's session reset to libpq as one simple-protocol string, on a round trip of its own (under
     /// the lock, by the cleanup that owes it). `false` when libpq refused it: the connection is then broken.
@@ -40,11 +105,11 @@ extension PostgresConnection {
         return true
     }
 
-    /// Enters pipeline mode and queues the session reset's statements and a sync of their own, in front of the
-    /// work the caller queues next (under the lock; the sync keeps the work out of the reset's implicit
-    /// transaction). A refused queue breaks the connection.
-    static func queueSessionReset(_ conn: LibPQConnection, _ state: inout State) throws {
-        try queueResetStatements(conn, PostgresSessionReset.carried + state.machine.sessionRestore, &state)
+    /// Enters pipeline mode and queues the session reset's `statements` (``ConnectionStateMachine/ResetInFront``)
+    /// and a sync of their own, in front of the work the caller queues next (under the lock; the sync keeps the work
+    /// out of the reset's implicit transaction). A refused queue breaks the connection.
+    static func queueSessionReset(_ conn: LibPQConnection, _ statements: [String], _ state: inout State) throws {
+        try queueResetStatements(conn, statements, &state)
         guard conn.pipelineSync() == 1 else {
             state.machine.lost()
             throw PostgresError(.connection, conn.errorText)
@@ -68,17 +133,18 @@ extension PostgresConnection {
         }
     }
 
-    /// Enters pipeline mode and queues the session reset, then `sql`, under one sync: one write, one answer
-    /// (under the lock). `DISCARD ALL`, the first statement after a sync, commits at once, so the statement behind
-    /// it starts a transaction of its own: its failure cannot take the reset back, and a statement that must lead
-    /// its transaction (`VACUUM`, `BEGIN ISOLATION LEVEL ...`) runs there as it would alone. Only for a
-    /// connection that restores no settings of its own after the reset (``StartupSettingsPlan``): a `SET` behind
-    /// the reset would share the statement's transaction, be taken back by its failure and make such a statement
-    /// the second of its transaction. A refused queue breaks the connection.
+    /// Enters pipeline mode and queues the session reset's `statements`, then `sql`, under one sync: one write,
+    /// one answer (under the lock). `DISCARD ALL`, the first statement after a sync, commits at once, so the
+    /// statement behind it starts a transaction of its own: its failure cannot take the reset back, and a statement
+    /// that must lead its transaction (`VACUUM`, `BEGIN ISOLATION LEVEL ...`) runs there as it would alone. The
+    /// machine plans it only for a connection that restores no settings of its own after the reset
+    /// (``ConnectionStateMachine/planStatement(carryingReset:carried:singleRow:)``). A refused queue breaks the
+    /// connection.
     static func queueGroupedReset(
-        _ conn: LibPQConnection, _ sql: String, _ binds: [PostgresBind], _ state: inout State
+        _ conn: LibPQConnection, _ statements: [String], _ sql: String, _ binds: [PostgresBind],
+        _ state: inout State
     ) throws {
-        try queueResetStatements(conn, PostgresSessionReset.carried, &state)
+        try queueResetStatements(conn, statements, &state)
         try queueInPipeline(conn, sql, binds, &state)
     }
 
@@ -100,7 +166,8 @@ extension PostgresConnection {
     }
 
     /// What ``pump(_:consume:)`` does with `result` (nil: the end of one queued statement's results) while a
-    /// carried reset, or the statement behind it, is read. Under the lock.
+    /// carried reset, or the statement behind it, is read; the drain of an abandoned one reads them here too, and
+    /// drops what is the caller's. Under the lock.
     static func takePipelined(_ result: OpaquePointer?, _ conn: LibPQConnection, _ state: inout State) throws
         -> CarriedStep
     {

@@ -159,8 +159,8 @@ extension PostgresConnection {
             }
             let statements = claim()
             if statements.isEmpty { return nil }
-            let prefixed = carryingReset && state.machine.takeSessionReset()
-            if prefixed { try Self.queueSessionReset(conn, &state) }
+            let reset = state.machine.planBatchReset(carryingReset: carryingReset)
+            if let reset { try Self.queueSessionReset(conn, reset.statements, &state) }
             guard conn.pipelineStatus() == PQ_PIPELINE_ON || conn.enterPipelineMode() == 1 else {
                 state.machine.lost()
                 throw PostgresError(.connection, conn.errorText)
@@ -177,7 +177,7 @@ extension PostgresConnection {
                     throw PostgresError(.connection, message)
                 }
             }
-            return (state.machine.sent(mode: .pipeline), statements.count, prefixed)
+            return (state.machine.sent(mode: .pipeline), statements.count, reset != nil)
         }
     }
 }
