@@ -103,17 +103,19 @@ extension PostgresConnection {
     /// would stop an innocent statement. `nil` when the driver lets the connection go. `gate` is called with no
     /// lock of the connection held.
     func askBeforeResending(_ gate: (@Sendable () -> Bool)?) {
-        state.withLock { $0.resendGate = gate }
+        let consent = gate.map(ResendConsent.init)
+        state.withLock { $0.machine.resendConsentChanged(consent) }
     }
 
     /// On the timers' thread: if query `id` is still on the wire and the server has sent nothing since (a
     /// cancel request that reached another server behind a balancer changes nothing), cancel it again.
     private func resendIfUnanswered(_ id: ConnectionStateMachine.QueryID) {
-        // The pool's gate is asked outside this connection's lock, which it need not hold: the gate takes the pool's
+        // The pool's consent is asked outside this connection's lock, which it need not hold: it takes the pool's
         // lock. The order is a connection's lock, then the pool's (a driver's claim), never the other way round:
         // nothing under the pool's lock calls a connection.
-        let gate = state.withLock { state in state.machine.resendBasis(id) != nil ? state.resendGate : nil }
-        guard gate?() ?? true else { return }
+        guard let basis = state.withLock({ $0.machine.resendBasis(id) }), basis.consent?.stillWanted() ?? true else {
+            return
+        }
         let unanswered = state.withLock { state -> Bool in
             guard state.machine.resendBasis(id) != nil, let conn = state.conn, conn.socket >= 0 else { return false }
             return !conn.hasInputWaiting  // else an answer is arriving: it stopped
@@ -123,6 +125,20 @@ extension PostgresConnection {
         handle?.report("postgres.cancel.resent")
         requestCancel(id, resend: true)
     }
+}
+
+/// A pool driver's answer to "is a cancel that did not stop the batch still wanted?" (the batch's head is a
+/// statement whose caller left), held by the connection's machine while the driver sends on it. Compared by
+/// identity: the machine is a value, and two consents are the same only when they are the same driver's.
+final class ResendConsent: Sendable, Equatable {
+    /// Asked with no lock of the connection held (it takes the pool's).
+    let stillWanted: @Sendable () -> Bool
+
+    init(_ stillWanted: @escaping @Sendable () -> Bool) {
+        self.stillWanted = stillWanted
+    }
+
+    static func == (lhs: ResendConsent, rhs: ResendConsent) -> Bool { lhs === rhs }
 }
 
 /// `PostgresCancelChannel`, the fast cancel path: one warm control connection that stops a backend with

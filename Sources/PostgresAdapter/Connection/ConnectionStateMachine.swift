@@ -151,6 +151,8 @@ struct ConnectionStateMachine: Sendable, Equatable {
     struct ResendBasis: Sendable, Equatable {
         let firstAt: ContinuousClock.Instant
         let resends: Int
+        /// Whom to ask before the resend goes out (``resendConsentChanged(_:)``); `nil`: nobody.
+        var consent: ResendConsent? = nil
     }
 
     private(set) var usability: Usability = .usable(Usable())
@@ -559,7 +561,15 @@ struct ConnectionStateMachine: Sendable, Equatable {
     /// flight for it), and what it is based on.
     func resendBasis(_ id: QueryID) -> ResendBasis? {
         guard queryOnWire == id, let cancels, cancels.query == id, cancelsInFlight == 0 else { return nil }
-        return ResendBasis(firstAt: cancels.firstAt.instant, resends: cancels.resends)
+        return ResendBasis(firstAt: cancels.firstAt.instant, resends: cancels.resends, consent: resendConsent)
+    }
+
+    /// Who must agree before a cancel that did not stop the query is sent again; `nil`: nobody.
+    private(set) var resendConsent: ResendConsent?
+
+    /// A pool's driver of shared statements began (`consent`) or stopped (`nil`) sending on this connection.
+    mutating func resendConsentChanged(_ consent: ResendConsent?) {
+        resendConsent = consent
     }
 
     // MARK: failures and the end

@@ -38,8 +38,6 @@ public final class PostgresConnection: ManagedResource, CustomStringConvertible 
         var machine = ConnectionStateMachine()
         /// libpq's connection; `nil` before the connect started and after the close.
         var conn: LibPQConnection?
-        /// Set through ``askBeforeResending(_:)`` only (a pool's driver of shared statements).
-        var resendGate: (@Sendable () -> Bool)?
     }
 
     /// The sub-protocol of the query on the wire (the state machine holds it).

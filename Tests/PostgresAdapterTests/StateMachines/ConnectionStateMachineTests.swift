@@ -136,6 +136,19 @@ import Testing
         #expect(step24 == .none)
     }
 
+    /// While a pool's driver sends shared statements, a resend's basis names the driver's consent, to ask first.
+    @Test func aResendAsksTheConsentHeldWhileADriverSends() {
+        var machine = ConnectionStateMachine.keyed()
+        let consent = ResendConsent { false }
+        machine.resendConsentChanged(consent)
+        let id = sentQuery(&machine)
+        _ = machine.cancelRequested(id, now: now)
+        _ = machine.cancelFinished()
+        #expect(machine.resendBasis(id)?.consent === consent)
+        machine.resendConsentChanged(nil)
+        #expect(machine.resendBasis(id) == .init(firstAt: now, resends: 0))
+    }
+
     @Test func cancelWhileAPreviousCancelIsPendingWaitsForBoth() {
         var machine = ConnectionStateMachine.keyed()
         let id = sentQuery(&machine)
