@@ -43,6 +43,10 @@ struct PoolStateMachine<Connection: AnyObject, Waiter, SharedWaiter, Wire> {
     var shared: Shared
     typealias Shared = SharedStatementMachine<SharedWaiter, Wire>
 
+    /// Where the pool's connections ask for their vanished-client check: asked before each open, told what a
+    /// failed open showed.
+    var startupPlan = StartupSettingsPlan.inStartupPacket
+
     var isRunning: Bool { lifecycle == .running }
 
     /// - Parameters:

@@ -66,7 +66,6 @@ public final class PostgresPool: Sendable {
     private let machine: Locked<Machine>
     /// Where the next connection asks for its vanished-client check (a lock of its own: asked and told around
     /// an open, never inside the machine's).
-    private let startupPlan = Locked(StartupSettingsPlan.inStartupPacket)
     let nextID = Atomic<UInt64>(0)
     private var onNotice: (@Sendable (PostgresNotice) -> Void)? { configuration.onNotice }
     let background = OwnedTasks()
@@ -344,7 +343,7 @@ public final class PostgresPool: Sendable {
     /// the startup packet's setting turns the plan for good and opens again at once, asking after connect.
     private func connectAsPlanned() async throws -> PostgresConnection {
         // Only a pool that resets its sessions gains from it (``StartupSettingsPlan``).
-        let atStartup = session.resetsBetweenUsers && startupPlan.withLock { $0.asksInStartupPacket }
+        let atStartup = session.resetsBetweenUsers && withMachine { $0.startupPlan.asksInStartupPacket }
         var configuration = PostgresConnection.Configuration(
             registry: registry, reactor: reactor, statistics: cancelStatistics, session: session,
             connectTimeout: connectTimeout, onNotice: onNotice)
@@ -352,7 +351,7 @@ public final class PostgresPool: Sendable {
         do {
             return try await PostgresConnection.connect(conninfo, in: nil, configuration: configuration)
         } catch let error as PostgresError where atStartup && error.code == .connection {
-            guard startupPlan.withLock({ $0.startupPacketFailed(error.message) }) else { throw error }
+            guard withMachine({ $0.startupPlan.startupPacketFailed(error.message) }) else { throw error }
             configuration.asksCheckIntervalAtStartup = false
             let connection = try await PostgresConnection.connect(conninfo, in: nil, configuration: configuration)
             connection.handle?.report("postgres.pool.startupSettingRefused")

@@ -8,7 +8,7 @@
 /// after connect, and keeps to that for good (one refused attempt per pool, reported as
 /// `postgres.pool.startupSettingRefused`).
 ///
-/// A value: the pool keeps it under a lock, asks it before each open and tells it what a failed open showed.
+/// A value: the pool's machine holds it (``PoolStateMachine/startupPlan``), under the pool's one lock.
 enum StartupSettingsPlan: Sendable, Equatable {
     /// Ask in the startup packet (where a pool starts).
     case inStartupPacket
