@@ -299,6 +299,10 @@ public final class EmbeddedPostgres: Sendable {
         let command =
             asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--", executable] + arguments : [executable] + arguments
         let logPath = log ?? "/dev/null"
+        // Checked, not held: the command runs to its end (seconds), and a sweep that begins meanwhile stops it.
+        guard FixtureAdmissions.process.isOpen else {
+            throw Failure(description: FixtureAdmissions.Closed().description)
+        }
         let status: Int32
         do {
             status = try CommandRun.run(command, environment: ProcessOwner.current.environment(), outputPath: logPath)

@@ -33,9 +33,12 @@ public final class BackgroundProcess: Sendable {
         let pid: Int32
         do {
             // Marked with this process as its owner: a later run stops it if this one dies without doing so.
-            pid = try Syscall.spawn(
-                arguments, environment: ProcessOwner.current.environment(), standardOutput: .file(logPath),
-                standardError: .standardOutput)
+            // Admitted: a termination's sweep sees it (FixtureAdmissions).
+            pid = try FixtureAdmissions.process.admit {
+                try Syscall.spawn(
+                    arguments, environment: ProcessOwner.current.environment(), standardOutput: .file(logPath),
+                    standardError: .standardOutput)
+            }
         } catch {
             throw Failure(description: "could not start \(arguments[0]): \(error)")
         }

@@ -41,11 +41,14 @@ public final class DemoProcess: Sendable {
         for (key, value) in environment { merged[key] = value }
         let child: Int32
         do {
-            child = try Syscall.spawn(
-                [executable] + arguments, environment: merged,
-                standardOutput: .file(directory + "/stdout", truncate: true),
-                standardError: .file(directory + "/stderr", truncate: true)
-            )
+            let output = directory
+            child = try FixtureAdmissions.process.admit {
+                try Syscall.spawn(
+                    [executable] + arguments, environment: merged,
+                    standardOutput: .file(output + "/stdout", truncate: true),
+                    standardError: .file(output + "/stderr", truncate: true)
+                )
+            }
         } catch {
             throw SpawnFailed(description: "spawn \(executable): \(error)")
         }

@@ -34,6 +34,18 @@ public enum Leftovers {
     /// returned. Only names that start with `resourcekit-` are reaped. Call ``reapAbandoned()`` once before a
     /// process's first.
     public static func makeDirectory(namePrefix: String) throws(Failure) -> String {
+        do {
+            return try FixtureAdmissions.process.admit { () throws(Failure) -> String in
+                try makeOwnedDirectory(namePrefix: namePrefix)
+            }
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure("\(error)")
+        }
+    }
+
+    private static func makeOwnedDirectory(namePrefix: String) throws(Failure) -> String {
         var template = Array("/tmp/\(namePrefix)XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw Failure("could not create a directory under /tmp") }
         let directory = String(cString: made)
@@ -124,7 +136,8 @@ public enum Leftovers {
 
     /// Runs `cleanup` when the process receives `SIGINT`, `SIGTERM` or `SIGHUP`, then removes this process's
     /// leftovers (``removeOwn()``) and lets the signal take its default effect (the process ends with it). For
-    /// processes with no shutdown path of their own, such as a test runner.
+    /// processes with no shutdown path of their own, such as a test runner. Before any cleanup runs, no new fixture
+    /// is admitted (``FixtureAdmissions``).
     ///
     /// The cleanups run on a dispatch queue, not in a signal handler, so they may block; they run in the order
     /// they were given.
@@ -138,6 +151,8 @@ public enum Leftovers {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
+                // Nothing new from here on: what the cleanups and the sweep miss would outlive the process.
+                FixtureAdmissions.process.close()
                 for cleanup in Leftovers.signalCleanups.withLock({ $0 }) { cleanup() }
                 Leftovers.removeOwn()
                 signal(number, SIG_DFL)
