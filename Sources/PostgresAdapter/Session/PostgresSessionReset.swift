@@ -36,18 +36,8 @@ extension ConnectionStateMachine {
         let reset: ResetInFront?
         /// The deadline the statement carries to the server as its `statement_timeout`; `nil`: none.
         let carried: CarriedDeadline?
-
         /// The mode the statement is read in once it is on the wire.
-        var mode: WireMode {
-            switch (reset, carried) {
-            case (.underTheStatementsSync(let statements)?, _):
-                .resetPrefix(then: .grouped(resetStatements: statements.count))
-            case (.syncedApart?, let carried?): .resetPrefix(then: .carried(carried))
-            case (.syncedApart?, nil): .resetPrefix(then: .statement)
-            case (nil, let carried?): .carried(carried)
-            case (nil, nil): .simple
-            }
-        }
+        let mode: WireMode
     }
 
     /// A session reset in front of a statement: the statements to queue, and where their sync is.
@@ -71,11 +61,18 @@ extension ConnectionStateMachine {
     /// (`carryingReset`) and the statement can carry it (a single-row statement cannot: its rows stream outside a
     /// pipeline). `carried`: the deadline the statement carries to the server, if any.
     mutating func planStatement(carryingReset: Bool, carried: CarriedDeadline?, singleRow: Bool) -> StatementPlan {
-        guard carryingReset, !singleRow, takeSessionReset() else { return StatementPlan(reset: nil, carried: carried) }
-        if carried == nil, sessionRestore.isEmpty {
-            return StatementPlan(reset: .underTheStatementsSync(PostgresSessionReset.carried), carried: nil)
+        guard carryingReset, !singleRow, takeSessionReset() else {
+            return StatementPlan(reset: nil, carried: carried, mode: carried.map { .carried($0) } ?? .simple)
         }
-        return StatementPlan(reset: .syncedApart(PostgresSessionReset.carried + sessionRestore), carried: carried)
+        if carried == nil, sessionRestore.isEmpty {
+            let statements = PostgresSessionReset.carried
+            return StatementPlan(
+                reset: .underTheStatementsSync(statements), carried: nil,
+                mode: .resetPrefix(then: .grouped(resetStatements: statements.count)))
+        }
+        return StatementPlan(
+            reset: .syncedApart(PostgresSessionReset.carried + sessionRestore), carried: carried,
+            mode: .resetPrefix(then: carried.map { .carried($0) } ?? .statement))
     }
 
     /// The reset a shared batch carries in front of its statements (`carryingReset`), if one is owed: always synced

@@ -24,7 +24,7 @@ import Testing
         var machine = Machine.keyed()
         #expect(machine.begin(carryingReset: true) == .ready)
         let plain = machine.planStatement(carryingReset: true, carried: nil, singleRow: false)
-        #expect(plain == Machine.StatementPlan(reset: nil, carried: nil))
+        #expect(plain == Machine.StatementPlan(reset: nil, carried: nil, mode: .simple))
         #expect(plain.mode == .simple)
         let withDeadline = machine.planStatement(carryingReset: true, carried: carried, singleRow: false)
         #expect(withDeadline.reset == nil)
