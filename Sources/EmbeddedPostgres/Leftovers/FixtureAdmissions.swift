@@ -12,30 +12,48 @@ public final class FixtureAdmissions: Sendable {
         public var description: String { "the process is ending (a termination signal arrived): no new fixture" }
     }
 
-    private let closed = Locked(false)
+    private struct State {
+        var closed = false
+        /// Makings admitted and not finished.
+        var making = 0
+    }
+
+    /// Only counted under the lock: a making (a system call that may block) runs after it, and ``close()`` waits on
+    /// the lock's condition for the count to reach zero, on the signal handler's dispatch thread, never the
+    /// cooperative pool.
+    private let state = Locked(State(), withCondition: true)
 
     public init() {}
 
     /// The process's own, closed by ``Leftovers/onTerminationSignal(_:)`` before any cleanup runs.
     public static let process = FixtureAdmissions()
 
-    /// Runs `make` unless the admissions are closed, holding them open until it returns: keep it short (a
-    /// directory made, a process spawned), never a wait for a process to finish.
+    /// Runs `make` unless the admissions are closed; a ``close()`` that begins meanwhile returns after it. Keep it
+    /// short (a directory made, a process spawned), never a wait for a process to finish.
     ///
     /// - Throws: ``Closed`` (and `make` does not run) once ``close()`` began; whatever `make` throws.
     public func admit<Made, Failure: Error>(_ make: () throws(Failure) -> Made) throws -> Made {
-        try closed.withLock { closed -> Made in
-            guard !closed else { throw Closed() }
-            return try make()
+        try state.withLock { state in
+            guard !state.closed else { throw Closed() }
+            state.making += 1
         }
+        defer {
+            state.withLockSignalling { state in
+                state.making -= 1
+                return ((), state.closed && state.making == 0)
+            }
+        }
+        return try make()
     }
 
     /// Whether a making would be admitted now (for a long command that spawns through others: checked before it
     /// starts; a sweep that begins while it runs stops it, since it is marked).
-    public var isOpen: Bool { !closed.withLock { $0 } }
+    public var isOpen: Bool { !state.withLock { $0.closed } }
 
-    /// No making is admitted from now on; returns once any making in progress has finished.
+    /// No making is admitted from now on; returns once every making in progress has finished. Blocks the calling
+    /// thread meanwhile: not for the cooperative pool.
     public func close() {
-        closed.withLock { $0 = true }
+        state.withLock { $0.closed = true }
+        state.waitWithLock { $0.making == 0 ? () : nil }
     }
 }
